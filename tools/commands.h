@@ -1,0 +1,15 @@
+// The subcommands of the `fp4moe` CLI. Each register_* adds one subcommand to the app; its callback stores
+// the process exit code in the registry.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace fp4moe::tools {
+
+struct command_registry {
+    int result = 0; ///< exit code of the subcommand that ran
+};
+
+void register_inspect(CLI::App &app, command_registry &reg);
+
+} // namespace fp4moe::tools

@@ -1,0 +1,34 @@
+// fp4moe: one binary, subcommands (as `vllm serve` / `vllm bench`). Each subcommand lives in its own file
+// and only parses flags and calls the library.
+#include "commands.h"
+#include "core/build_info.h"
+#include "core/log.h"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <string>
+
+namespace {
+
+std::string version_text() {
+    const auto &b = fp4moe::get_build_info();
+    std::string s = fmt::format("fp4moe {}\ncommit: {}\nbuild: {}\ncuda: {}", b.version, b.commit, b.build_type,
+                                b.cuda ? "on" : "off");
+    if (b.cuda) s += fmt::format(" (archs: {})", b.cuda_archs);
+    if (*b.sanitize) s += fmt::format("\nsanitize: {}", b.sanitize);
+    return s;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+    fp4moe::log_init();
+    CLI::App app{"fp4moe: an inference engine and server for Mixture-of-Experts models with NVFP4 experts"};
+    app.set_version_flag("--version", version_text());
+    app.require_subcommand(1);
+    fp4moe::tools::command_registry reg;
+    fp4moe::tools::register_inspect(app, reg);
+    CLI11_PARSE(app, argc, argv);
+    return reg.result;
+}
