@@ -47,7 +47,8 @@ void print_text(const checkpoint &ckpt, const checkpoint_summary &sum, const ins
     }
     fmt::print("\ntensors: {}, {} ({} bytes)\n", sum.tensor_count, human_bytes(sum.total_bytes), sum.total_bytes);
     for (const auto &[type, count] : sum.tensors_by_dtype)
-        fmt::print("  {:<8} {:>6} tensors  {:>12}\n", dtype_name(type), count, human_bytes(sum.bytes_by_dtype.at(type)));
+        fmt::print("  {:<8} {:>6} tensors  {:>12}\n", dtype_name(type), count,
+                   human_bytes(sum.bytes_by_dtype.at(type)));
     fmt::print("\nNVFP4 groups (weight U8 + weight_scale F8_E4M3 + weight_scale_2 F32 [+ input_scale]): {}\n",
                sum.nvfp4.size());
     std::size_t with_input = 0;
@@ -55,7 +56,8 @@ void print_text(const checkpoint &ckpt, const checkpoint_summary &sum, const ins
     if (!sum.nvfp4.empty()) fmt::print("  with input_scale: {}\n", with_input);
     for (const auto &p : sum.problems) fmt::print("  not NVFP4: {}: {}\n", p.prefix, p.problem);
     fmt::print("\nparameters:\n");
-    fmt::print("  NVFP4 (E2M1)  {:>12}  ({} incl. scales)\n", human_count(sum.nvfp4_params), human_bytes(sum.nvfp4_bytes));
+    fmt::print("  NVFP4 (E2M1)  {:>12}  ({} incl. scales)\n", human_count(sum.nvfp4_params),
+               human_bytes(sum.nvfp4_bytes));
     fmt::print("  BF16          {:>12}\n", human_count(sum.bf16_params));
     fmt::print("  other         {:>12}\n", human_count(sum.other_params));
 }
@@ -68,14 +70,17 @@ void print_json(const checkpoint &ckpt, const checkpoint_summary &sum, const ins
     if (!o.no_tensors) {
         auto &arr = j["tensors"] = nlohmann::json::array();
         for (const auto &e : ckpt.tensors())
-            arr.push_back({{"name", e.info->name}, {"dtype", dtype_name(e.info->type)}, {"shape", e.info->shape},
+            arr.push_back({{"name", e.info->name},
+                           {"dtype", dtype_name(e.info->type)},
+                           {"shape", e.info->shape},
                            {"bytes", e.info->nbytes()}});
     }
     j["tensor_count"] = sum.tensor_count;
     j["total_bytes"] = sum.total_bytes;
     auto &groups = j["nvfp4_groups"] = nlohmann::json::array();
     for (const auto &g : sum.nvfp4)
-        groups.push_back({{"prefix", g.prefix}, {"rows", g.rows}, {"cols", g.cols}, {"input_scale", g.has_input_scale}});
+        groups.push_back(
+            {{"prefix", g.prefix}, {"rows", g.rows}, {"cols", g.cols}, {"input_scale", g.has_input_scale}});
     auto &probs = j["nvfp4_problems"] = nlohmann::json::array();
     for (const auto &p : sum.problems) probs.push_back({{"prefix", p.prefix}, {"problem", p.problem}});
     j["params"] = {{"nvfp4", sum.nvfp4_params}, {"bf16", sum.bf16_params}, {"other", sum.other_params}};

@@ -11,7 +11,9 @@ struct bf16_t {
     std::uint16_t bits = 0;
 };
 
-inline float bf16_to_float(bf16_t v) { return std::bit_cast<float>(static_cast<std::uint32_t>(v.bits) << 16); }
+inline float bf16_to_float(bf16_t v) {
+    return std::bit_cast<float>(static_cast<std::uint32_t>(v.bits) << 16);
+}
 
 /// Round-to-nearest-even; NaN stays a quiet NaN with its sign; overflow rounds to infinity as IEEE does.
 inline bf16_t float_to_bf16(float f) {

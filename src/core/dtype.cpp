@@ -30,13 +30,19 @@ constexpr std::array<dtype_info, 15> kInfo = {{
     {dtype::boolean, "BOOL", 1},
 }};
 
-const dtype_info &info(dtype t) { return kInfo[static_cast<std::size_t>(t)]; }
+const dtype_info &info(dtype t) {
+    return kInfo[static_cast<std::size_t>(t)];
+}
 
 } // namespace
 
-std::size_t dtype_size(dtype t) { return info(t).size; }
+std::size_t dtype_size(dtype t) {
+    return info(t).size;
+}
 
-std::string_view dtype_name(dtype t) { return info(t).name; }
+std::string_view dtype_name(dtype t) {
+    return info(t).name;
+}
 
 std::optional<dtype> dtype_from_name(std::string_view name) {
     for (const auto &i : kInfo)

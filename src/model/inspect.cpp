@@ -11,9 +11,13 @@ namespace {
 
 constexpr std::string_view kScaleSuffix = ".weight_scale";
 
-bool is_scalar(const tensor_info &t) { return t.numel() == 1 && t.shape.size() <= 1; }
+bool is_scalar(const tensor_info &t) {
+    return t.numel() == 1 && t.shape.size() <= 1;
+}
 
-std::string shape_str(const std::vector<std::int64_t> &s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
+std::string shape_str(const std::vector<std::int64_t> &s) {
+    return fmt::format("[{}]", fmt::join(s, ", "));
+}
 
 // Checks the siblings of `<prefix>.weight_scale`; returns the group or an explanation.
 std::variant<nvfp4_group, std::string> check_group(const checkpoint &ckpt, const std::string &prefix) {
@@ -24,8 +28,7 @@ std::variant<nvfp4_group, std::string> check_group(const checkpoint &ckpt, const
     if (!w) return std::string("weight_scale without a weight");
     if (!s2) return std::string("weight_scale without weight_scale_2");
     if (w->type != dtype::u8) return fmt::format("weight is {}, NVFP4 packs it as U8", dtype_name(w->type));
-    if (s->type != dtype::f8_e4m3)
-        return fmt::format("weight_scale is {}, NVFP4 needs F8_E4M3", dtype_name(s->type));
+    if (s->type != dtype::f8_e4m3) return fmt::format("weight_scale is {}, NVFP4 needs F8_E4M3", dtype_name(s->type));
     if (s2->type != dtype::f32 || !is_scalar(*s2))
         return fmt::format("weight_scale_2 is {} {}, NVFP4 needs an F32 scalar", dtype_name(s2->type),
                            shape_str(s2->shape));

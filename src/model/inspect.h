@@ -35,10 +35,10 @@ struct checkpoint_summary {
     std::map<dtype, std::uint64_t> bytes_by_dtype;
     std::vector<nvfp4_group> nvfp4;
     std::vector<nvfp4_problem> problems;
-    std::int64_t nvfp4_params = 0;     ///< elements held as E2M1 (N*K summed over groups)
-    std::uint64_t nvfp4_bytes = 0;     ///< packed weights + block scales + global/input scales
-    std::int64_t bf16_params = 0;      ///< elements of BF16 tensors
-    std::int64_t other_params = 0;     ///< elements of tensors that are neither NVFP4 groups nor BF16
+    std::int64_t nvfp4_params = 0; ///< elements held as E2M1 (N*K summed over groups)
+    std::uint64_t nvfp4_bytes = 0; ///< packed weights + block scales + global/input scales
+    std::int64_t bf16_params = 0;  ///< elements of BF16 tensors
+    std::int64_t other_params = 0; ///< elements of tensors that are neither NVFP4 groups nor BF16
 };
 
 /// Classifies every tensor of `ckpt`. Never fails: inconsistent groups are reported in `problems`.

@@ -9,8 +9,8 @@ namespace fp4moe::cuda {
 
 void check(cudaError_t err, const char *call, const char *file, int line) {
     if (err == cudaSuccess) return;
-    std::fprintf(stderr, "fp4moe: CUDA error %s (%s) in %s at %s:%d\n", cudaGetErrorName(err),
-                 cudaGetErrorString(err), call, file, line);
+    std::fprintf(stderr, "fp4moe: CUDA error %s (%s) in %s at %s:%d\n", cudaGetErrorName(err), cudaGetErrorString(err),
+                 call, file, line);
     std::abort();
 }
 
