@@ -59,19 +59,30 @@ struct matrix_view {
     float global_scale = 0.0f;
 };
 
-inline matrix_view view(const matrix &m) { return {m.rows, m.cols, m.packed.data(), m.scales.data(), m.global_scale}; }
+inline matrix_view view(const matrix &m) {
+    return {m.rows, m.cols, m.packed.data(), m.scales.data(), m.global_scale};
+}
 
 /// The ModelOpt weight recipe (nvfp4.md section 1.5) on a row-major [rows, cols] matrix:
 ///   global = amax / (6 * 448); per block s = fp8(block_amax / (6 * global)), all-zero block -> 1.0;
 ///   q = RNE-to-E2M1(w / (s * global)) with saturation.
 /// `amax` overrides amax(|w|) (fused siblings such as gate/up share one); pass a negative value to use the
-/// matrix's own. Errors: cols not a multiple of 16, rows or cols < 0, NaN or Inf in the input (the message
-/// gives the row and column), amax given but below the matrix's own.
+/// matrix's own. Errors (invalid_argument): cols not a multiple of 16 (the message names K), rows or cols < 0,
+/// w.size() != rows * cols, NaN or Inf in the input (the message gives the row and column), amax given but
+/// not finite or below the matrix's own.
+/// Signs follow ModelOpt: sign bit = (y < 0), so -0.0 encodes as +0 (0x0) while -0.1 -> 0x8.
+/// Zero amax (all-zero matrix): ModelOpt would compute 0/0 scales; here global_scale = 0 (still amax/2688),
+/// every scale byte is 0x38 (1.0, the all-zero-block rule) and every code 0, so dequantize gives +0.0.
+/// A block whose scale rounds to E4M3 zero (block amax below about 2.2e-6 * amax) gets codes +-6 (NaN -> +6
+/// for its zeros) and dequantizes to zeros, exactly as ModelOpt's arithmetic does.
+/// A bf16 input gives exactly the result of the fp32 overload on the widened values.
 result<matrix> quantize(std::span<const float> w, std::int64_t rows, std::int64_t cols, float amax = -1.0f);
 result<matrix> quantize(std::span<const bf16_t> w, std::int64_t rows, std::int64_t cols, float amax = -1.0f);
 
-/// Dequantizes into `out` (rows * cols floats, row-major). Exact: every product is representable in fp32.
-/// Errors: `out` too small.
+/// Dequantizes into `out` (at least rows * cols floats, row-major): out = (e2m1(q) * e4m3(sf)) * global_scale.
+/// The inner product is exact in fp32 (and in bf16: at most 6 significant bits); the multiply by the global
+/// scale is the one fp32 rounding. Kernels compute the same expression in the same order, so they match bit
+/// for bit. Errors (invalid_argument): bad shape as for quantize, `out` too small, null data with rows*cols > 0.
 status dequantize(const matrix_view &m, std::span<float> out);
 
 // ---- the 128x4 swizzled scale layout (nvfp4.md section 3) ----------------------------------------------
@@ -88,7 +99,8 @@ std::size_t swizzled_scale_offset(std::int64_t r, std::int64_t kb, std::int64_t 
 status swizzle_scales_128x4(std::span<const std::uint8_t> linear, std::int64_t rows, std::int64_t scale_cols,
                             std::span<std::uint8_t> out);
 
-/// The inverse: swizzled -> linear [rows, scale_cols] (padding dropped).
+/// The inverse: swizzled -> linear [rows, scale_cols] (padding dropped). Both functions fail with
+/// invalid_argument on a negative shape or a buffer too small.
 status unswizzle_scales_128x4(std::span<const std::uint8_t> swizzled, std::int64_t rows, std::int64_t scale_cols,
                               std::span<std::uint8_t> out);
 
