@@ -42,6 +42,7 @@ struct moe_routing {
     int n_group = 1;                    ///< expert groups; group score = sum of the group's top-2 biased scores
     int topk_group = 1;                 ///< groups kept before the final top-k
     float routed_scaling_factor = 1.0f; ///< multiplies the routed weights after renormalization
+    bool operator==(const moe_routing &) const = default;
 };
 
 enum class moe_weight_format : std::uint8_t {
