@@ -13,6 +13,10 @@ std::string get_string(const char *name, std::string fallback) {
 env_knobs read_env() {
     env_knobs k;
     k.log_level = get_string("FP4MOE_LOG_LEVEL", k.log_level);
+    k.moe_runner = get_string("FP4MOE_MOE_RUNNER", k.moe_runner);
+    const std::string pc = get_string("FP4MOE_PRINT_CONFIGS", "0");
+    k.print_configs = !(pc == "0" || pc == "false" || pc == "off" || pc == "no");
+    k.tune_cache = get_string("FP4MOE_TUNE_CACHE", k.tune_cache);
     return k;
 }
 
