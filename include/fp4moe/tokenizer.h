@@ -13,7 +13,8 @@
 //   pre_tokenizer  Split (pattern Regex or String, behavior "Isolated", invert false) and ByteLevel (last;
 //                  add_prefix_space; use_regex true = the GPT-2 regex), alone or in a Sequence. Regexes run in
 //                  PCRE2 (UTF + UCP, JIT when available) on each piece separately, as `tokenizers` does, so a
-//                  look-ahead such as `(?!\S)` never sees past the piece it runs on.
+//                  look-ahead such as `(?!\S)` never sees past the piece it runs on. \s and \S mean Unicode
+//                  White_Space, as in Oniguruma, which `tokenizers` uses (PCRE2's own \s adds U+180E).
 //   post_processor null, ByteLevel (no effect on ids), TemplateProcessing (its `single` template), or a
 //                  Sequence of those; applied only when `encode` is asked to add special tokens.
 //   decoder        ByteLevel (each token's characters map back to bytes through GPT-2's byte table; a token

@@ -1,8 +1,9 @@
 // Pre-tokenization: Split (behavior Isolated) steps with PCRE2, then ByteLevel (optional prefix space, optional
 // GPT-2 regex). As in `tokenizers`, every step runs on each piece the previous step produced, separately: a
 // match never spans two pieces and a look-ahead such as `(?!\S)` sees the end of the piece as end of text.
-// NOTE: `tokenizers` runs these patterns in Oniguruma; PCRE2 with UTF|UCP agrees on the families' patterns
-// except that PCRE2's \s also matches U+180E (MONGOLIAN VOWEL SEPARATOR), which Oniguruma's does not.
+// NOTE: `tokenizers` runs these patterns in Oniguruma, whose \s is Unicode White_Space; PCRE2's \s (with UCP)
+// also matches U+180E MONGOLIAN VOWEL SEPARATOR. So \s and \S are rewritten to the White_Space set before
+// compiling (\S inside a character class is left to PCRE2: no family pattern has one).
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "core/error.h"
 #include "model/tokenizer/internal.h"
@@ -25,12 +26,53 @@ struct match_data_deleter {
 
 } // namespace
 
+namespace {
+
+constexpr std::string_view kWhiteSpace =
+    R"(\t-\r \x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000})";
+
+// \s -> [White_Space] (its ranges alone inside a class), \S -> [^White_Space] outside a class.
+std::string rewrite_white_space(std::string_view p) {
+    std::string out;
+    bool in_class = false;
+    for (size_t i = 0; i < p.size(); ++i) {
+        const char c = p[i];
+        if (c == '\\' && i + 1 < p.size()) {
+            const char e = p[++i];
+            if (e == 's' && in_class) {
+                out += kWhiteSpace;
+            } else if (e == 's' || (e == 'S' && !in_class)) {
+                out += e == 's' ? "[" : "[^";
+                out += kWhiteSpace;
+                out += ']';
+            } else {
+                out += c;
+                out += e;
+            }
+            continue;
+        }
+        if (!in_class && c == '[') {
+            in_class = true;
+            out += c;
+            if (i + 1 < p.size() && p[i + 1] == '^') out += p[++i];
+            if (i + 1 < p.size() && p[i + 1] == ']') out += p[++i]; // a leading ']' is literal
+            continue;
+        }
+        if (in_class && c == ']') in_class = false;
+        out += c;
+    }
+    return out;
+}
+
+} // namespace
+
 regex::regex(std::string_view pattern, bool literal, const std::string &label) {
     int err = 0;
     PCRE2_SIZE offset = 0;
     const uint32_t options = PCRE2_UTF | PCRE2_UCP | (literal ? PCRE2_LITERAL : 0u);
+    const std::string text = literal ? std::string(pattern) : rewrite_white_space(pattern);
     pcre2_code *code =
-        pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), options, &err, &offset, nullptr);
+        pcre2_compile(reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(), options, &err, &offset, nullptr);
     if (!code) {
         PCRE2_UCHAR buf[256];
         pcre2_get_error_message(err, buf, sizeof buf);
