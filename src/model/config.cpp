@@ -276,7 +276,8 @@ result<model_config> load_model_config(const std::string &dir) {
         c.num_experts_per_tok = f.integer("num_experts_per_tok");
         auto &r = c.routing;
         if (c.arch == model_arch::qwen3_moe) {
-            c.num_experts = f.integer("num_experts");
+            // transformers >= 5 writes num_local_experts; released Qwen3 checkpoints say num_experts.
+            c.num_experts = f.find("num_experts") ? f.integer("num_experts") : f.integer("num_local_experts");
             c.head_dim = f.integer("head_dim", c.hidden_size / c.num_heads);
             c.qk_norm = true;
             c.decoder_sparse_step = f.integer("decoder_sparse_step", 1);
