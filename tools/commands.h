@@ -11,5 +11,7 @@ struct command_registry {
 };
 
 void register_inspect(CLI::App &app, command_registry &reg);
+void register_make_model(CLI::App &app, command_registry &reg);
+void register_quantize(CLI::App &app, command_registry &reg);
 
 } // namespace fp4moe::tools
