@@ -4,6 +4,16 @@
 //   {"__metadata__": {str: str}, "<name>": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]}, ...}
 // then the data buffer; offsets are relative to the buffer start. Files are mmapped read-only; a hostile
 // file is rejected with an error naming the file and the tensor, never read out of bounds.
+//
+// Reader decisions (where the format leaves room):
+//  - Gaps between tensors and bytes after the last one are accepted (the reference Rust implementation
+//    rejects them; Python's writer never produces them); overlapping tensors are rejected.
+//  - A JSON object that repeats a key (a tensor name, a metadata key, "dtype", ...) is rejected, as is
+//    JSON nested deeper than 16 levels; unknown fields inside a tensor entry are ignored. An empty tensor
+//    name is read as is (the format allows it) though `write_safetensors` refuses to write one.
+//  - A 0-byte file (or any file under 8 bytes) is `corrupt`; a file with header `{}` and no tensors is fine.
+//  - Errors: `not_found` (missing file), `io_error` (open/stat/mmap/read refused, not a regular file),
+//    `corrupt` (everything about the contents).
 #pragma once
 
 #include "fp4moe/dtype.h"
@@ -32,7 +42,9 @@ struct tensor_info {
     std::int64_t numel() const; ///< product of shape (1 for a scalar)
 };
 
-/// A parsed header: tensors in file order, and the optional `__metadata__` map.
+/// A parsed header: tensors in file order, and the optional `__metadata__` map. File order is data order:
+/// by `begin`, then `end` (so a zero-size tensor comes before a tensor that starts where it does), then name.
+/// For files written by Python's `safetensors` or by `write_safetensors` it is also the header's order.
 struct safetensors_header {
     std::vector<tensor_info> tensors;
     std::map<std::string, std::string> metadata;
@@ -47,8 +59,9 @@ inline constexpr std::uint64_t kMaxSafetensorsHeader = 100u * 1000u * 1000u;
 result<safetensors_header> parse_safetensors_header(std::string_view json, std::uint64_t data_size,
                                                     std::string_view label);
 
-/// One open .safetensors file (mmapped, read-only). Move-only; the mapping lives as long as the object.
-/// Thread-safe for concurrent reads.
+/// One open .safetensors file (mmapped, read-only). Move-only; the mapping lives as long as the object, and
+/// moving keeps every `tensor_info` pointer and data span valid. Thread-safe for concurrent reads.
+/// NOTE: the file must not be truncated while mapped (reading a page past the new end raises SIGBUS).
 class safetensors_file {
 public:
     static result<safetensors_file> open(const std::string &path);
@@ -62,7 +75,8 @@ public:
     const std::map<std::string, std::string> &metadata() const;
     /// The entry named `name`, or null.
     const tensor_info *find(std::string_view name) const;
-    /// The tensor's bytes inside the mapping (valid while this object lives).
+    /// The tensor's bytes inside the mapping (valid while this object lives). `t` must come from this file
+    /// (aborts if its offsets lie outside this file's data buffer). Empty for a zero-size tensor.
     std::span<const std::byte> data(const tensor_info &t) const;
     /// Total file size in bytes.
     std::uint64_t file_size() const;
@@ -75,9 +89,12 @@ private:
 
 /// A checkpoint: one .safetensors file, or a directory with `model.safetensors` or shards listed in
 /// `model.safetensors.index.json` (its `weight_map` must name files that exist and tensors that are in them).
+/// When the index exists it wins over `model.safetensors`. Shard names must be plain file names beside the
+/// index (no '/', not "." or ".."). Every tensor of a listed shard is included, listed in `weight_map` or
+/// not; a tensor held by two files is an error. Files are ordered by shard name. Move-only.
 class checkpoint {
 public:
-    /// `path` is a .safetensors file or a directory.
+    /// `path` is a .safetensors file or a directory. Errors name the index, shard and tensor involved.
     static result<checkpoint> open(const std::string &path);
 
     const std::string &path() const { return path_; }
@@ -109,8 +126,11 @@ struct tensor_to_write {
 };
 
 /// Writes a .safetensors file (header padded with spaces to a multiple of 8 bytes, tensors in the given
-/// order, data contiguous). Written to `path + ".tmp"` then renamed, so a crash never leaves a half file.
-/// Errors: duplicate or empty names, data size != shape x dtype, I/O failures (naming the path).
+/// order, data contiguous, `__metadata__` first and only when non-empty). Written to `path + ".tmp"`,
+/// fsynced, then renamed over `path`, so a crash never leaves a half file; the .tmp is removed on failure.
+/// Errors (`invalid_argument`): duplicate or empty names, the name "__metadata__", names or metadata that
+/// are not valid UTF-8, negative dimensions, data size != shape x dtype, a header over the size limit;
+/// (`io_error`): create/write/fsync/rename failures, naming the path.
 status write_safetensors(const std::string &path, std::span<const tensor_to_write> tensors,
                          const std::map<std::string, std::string> &metadata = {});
 
