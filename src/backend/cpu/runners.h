@@ -4,12 +4,23 @@
 #include "fp4moe/moe.h"
 
 #include <memory>
+#include <vector>
 
 namespace fp4moe::cpu {
 
 /// `cpu.ref`: the oracle. Dequantizes each weight row exactly (e2m1 x e4m3, global scale applied after the
 /// dot product), accumulates in fp32 or, with `fp64`, in double. Single-threaded and simple on purpose.
 std::unique_ptr<moe_runner> make_ref_runner(bool fp64 = false);
+
+/// `cpu.fast`: multi-threaded, SIMD (AVX-512 / AVX2 / portable, picked at run time) NVFP4 and bf16 runner
+/// (src/backend/cpu/moe_fast.cpp). Owns a thread pool of `threads` participants (0: all hardware threads),
+/// created on the first run; `moe_device::threads` > 0 caps the participants of one run. Results do not
+/// depend on the thread count. run() may be called concurrently; runs then take turns on the pool.
+/// Tactics: 0 = best ISA with automatic block size; the others fix (ISA, rows per work item).
+std::unique_ptr<moe_runner> make_fast_runner(int threads = 0);
+
+/// Every CPU runner: cpu.ref (fp32 accumulate) and cpu.fast.
+std::vector<std::unique_ptr<moe_runner>> cpu_runners();
 
 /// A device description of this machine's CPU ("cpu", all hardware threads unless `threads` > 0).
 moe_device cpu_device(int threads = 0);
