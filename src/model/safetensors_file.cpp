@@ -35,7 +35,8 @@ struct fd_guard {
 
 // Opens `path` read-only and checks it is a regular file; returns its size.
 std::uint64_t open_regular(const std::string &path, fd_guard &g) {
-    g.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // NOTE: O_NONBLOCK so that a FIFO cannot hang the open; it has no effect on regular files.
+    g.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (g.fd < 0) fail_errno(path, "cannot open", errno);
     struct stat st {};
     if (::fstat(g.fd, &st) != 0) fail_errno(path, "cannot stat", errno);

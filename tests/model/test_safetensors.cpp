@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <sys/stat.h>
 #include <vector>
 
 namespace fp4moe {
@@ -308,6 +309,12 @@ TEST(Safetensors, OpenErrors) {
     ASSERT_FALSE(missing.ok());
     EXPECT_EQ(missing.get_status().code(), status_code::not_found);
     EXPECT_NE(missing.get_status().message().find("nope.safetensors"), std::string::npos);
+
+    const std::string fifo = dir.file("fifo.safetensors");
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    auto pipe = safetensors_file::open(fifo); // must not block waiting for a writer
+    ASSERT_FALSE(pipe.ok());
+    EXPECT_EQ(pipe.get_status().code(), status_code::io_error);
 
     auto directory = safetensors_file::open(dir.path().string());
     ASSERT_FALSE(directory.ok());
