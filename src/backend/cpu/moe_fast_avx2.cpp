@@ -40,9 +40,25 @@ FP4MOE_TARGET inline __m128i e2m1x2_codes(const std::uint8_t *q) {
     const __m128i codes = _mm_unpacklo_epi8(_mm_and_si128(b, nib), _mm_and_si128(_mm_srli_epi16(b, 4), nib));
     return _mm_shuffle_epi8(lut, codes);
 }
-FP4MOE_TARGET inline void dq_nvfp4(const std::uint8_t *q, float scale, vf *w) {
+// E4M3 -> fp32 by moving the bit fields: magnitude << 20 puts exponent and mantissa in place (bias 127 vs 7,
+// fixed by a multiply by 2^120, times 1/2 for the half scale: 2^119; E4M3 subnormals become fp32 subnormals,
+// exact too), sign << 24; 0x7F / 0xFF become NaN.
+FP4MOE_TARGET inline __m256 e4m3x8_half(__m128i b8) {
+    const __m256i v = _mm256_cvtepu8_epi32(b8);
+    const __m256i mag = _mm256_and_si256(v, _mm256_set1_epi32(0x7F));
+    const __m256i bits = _mm256_or_si256(_mm256_slli_epi32(mag, 20), _mm256_slli_epi32(_mm256_srli_epi32(v, 7), 31));
+    const __m256 f = _mm256_mul_ps(_mm256_castsi256_ps(bits), _mm256_set1_ps(0x1p119f));
+    const __m256 nan = _mm256_castsi256_ps(_mm256_cmpeq_epi32(mag, _mm256_set1_epi32(0x7F)));
+    return _mm256_blendv_ps(f, _mm256_set1_ps(__builtin_nanf("")), nan);
+}
+FP4MOE_TARGET inline void dq_scales16(const std::uint8_t *s, float *out) {
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i *>(s));
+    _mm256_storeu_ps(out, e4m3x8_half(b));
+    _mm256_storeu_ps(out + 8, e4m3x8_half(_mm_unpackhi_epi64(b, b)));
+}
+FP4MOE_TARGET inline void dq_nvfp4(const std::uint8_t *q, float half_scale, vf *w) {
     const __m128i v = e2m1x2_codes(q);
-    const __m256 s = _mm256_set1_ps(scale * 0.5f);
+    const __m256 s = _mm256_set1_ps(half_scale);
     w[0] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)), s);
     w[1] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(v, v))), s);
 }

@@ -39,13 +39,22 @@ FP4MOE_TARGET inline float vreduce(vf a) {
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
 }
-FP4MOE_TARGET inline void dq_nvfp4(const std::uint8_t *q, float scale, vf *w) {
+// E4M3 -> fp32 / 2 by moving bit fields (see moe_fast_avx2.cpp); 0x7F / 0xFF become NaN.
+FP4MOE_TARGET inline void dq_scales16(const std::uint8_t *s, float *out) {
+    const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(s)));
+    const __m512i mag = _mm512_and_si512(v, _mm512_set1_epi32(0x7F));
+    const __m512i bits = _mm512_or_si512(_mm512_slli_epi32(mag, 20), _mm512_slli_epi32(_mm512_srli_epi32(v, 7), 31));
+    __m512 f = _mm512_mul_ps(_mm512_castsi512_ps(bits), _mm512_set1_ps(0x1p119f));
+    f = _mm512_mask_mov_ps(f, _mm512_cmpeq_epi32_mask(mag, _mm512_set1_epi32(0x7F)), _mm512_set1_ps(__builtin_nanf("")));
+    _mm512_storeu_ps(out, f);
+}
+FP4MOE_TARGET inline void dq_nvfp4(const std::uint8_t *q, float half_scale, vf *w) {
     const __m128i lut = _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
     const __m128i nib = _mm_set1_epi8(0x0F);
     const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i *>(q));
     const __m128i codes = _mm_unpacklo_epi8(_mm_and_si128(b, nib), _mm_and_si128(_mm_srli_epi16(b, 4), nib));
     const __m128i v = _mm_shuffle_epi8(lut, codes);
-    w[0] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(v)), _mm512_set1_ps(scale * 0.5f));
+    w[0] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(v)), _mm512_set1_ps(half_scale));
 }
 FP4MOE_TARGET inline void dq_bf16(const bf16_t *p, vf *w) {
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p));

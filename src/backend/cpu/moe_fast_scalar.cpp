@@ -29,7 +29,7 @@ constexpr std::array<float, 256> make_e4m3_table() {
 }
 
 constexpr std::array<float, 256> kE4M3 = make_e4m3_table();
-constexpr float kE2M1[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
+constexpr float kE2M1x2[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12}; // 2 * e2m1
 
 #define FP4MOE_TARGET
 constexpr int kLanes = 8;
@@ -57,10 +57,13 @@ inline float vreduce(vf a) {
     for (int i = 0; i < kLanes; ++i) s += a.v[i];
     return s;
 }
-inline void dq_nvfp4(const std::uint8_t *q, float scale, vf *w) {
+inline void dq_scales16(const std::uint8_t *s, float *out) {
+    for (int i = 0; i < 16; ++i) out[i] = 0.5f * kE4M3[s[i]];
+}
+inline void dq_nvfp4(const std::uint8_t *q, float half_scale, vf *w) {
     for (int i = 0; i < 8; ++i) {
-        w[i / 4].v[(2 * i) % kLanes] = kE2M1[q[i] & 0xF] * scale;
-        w[i / 4].v[(2 * i + 1) % kLanes] = kE2M1[q[i] >> 4] * scale;
+        w[i / 4].v[(2 * i) % kLanes] = kE2M1x2[q[i] & 0xF] * half_scale;
+        w[i / 4].v[(2 * i + 1) % kLanes] = kE2M1x2[q[i] >> 4] * half_scale;
     }
 }
 inline void dq_bf16(const bf16_t *p, vf *w) {
