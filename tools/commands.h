@@ -11,6 +11,8 @@ struct command_registry {
 };
 
 void register_inspect(CLI::App &app, command_registry &reg);
+/// `bench moe`; argv is kept for the command line in reports.
+void register_bench(CLI::App &app, command_registry &reg, int argc, char **argv);
 void register_make_model(CLI::App &app, command_registry &reg);
 void register_quantize(CLI::App &app, command_registry &reg);
 

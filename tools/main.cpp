@@ -29,6 +29,7 @@ int main(int argc, char **argv) {
     app.require_subcommand(1);
     fp4moe::tools::command_registry reg;
     fp4moe::tools::register_inspect(app, reg);
+    fp4moe::tools::register_bench(app, reg, argc, argv);
     fp4moe::tools::register_make_model(app, reg);
     fp4moe::tools::register_quantize(app, reg);
     CLI11_PARSE(app, argc, argv);

@@ -58,7 +58,7 @@ std::string series_name(const moe_bench_row &r) {
 }
 
 std::vector<std::string> meta_lines(const moe_bench_meta &m) {
-    return {fmt::format("device: {} ({} threads)", m.device, m.threads),
+    return {fmt::format("device: {}", m.device),
             fmt::format("commit: {}   date: {}", m.commit, m.date),
             fmt::format("command: {}", m.command),
             fmt::format("shape: {} ({})", m.shape, m.desc),
