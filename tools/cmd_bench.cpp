@@ -110,6 +110,8 @@ void register_bench(CLI::App &app, command_registry &reg, int argc, char **argv)
         ->check(CLI::IsMember({"all", "default"}))
         ->capture_default_str();
     cmd->add_flag("--no-auto", o->no_auto, "Leave out the autotuner's row (auto) per T");
+    cmd->add_option("--moe-runner", o->b.moe_runner,
+                    "The auto row: 'auto' tunes, a runner name forces it (default: FP4MOE_MOE_RUNNER, else auto)");
     cmd->add_option("--skew", o->b.skew,
                     "Zipf exponent s of expert popularity: logits get -s*ln(rank) (0 = uniform routing)")
         ->capture_default_str();

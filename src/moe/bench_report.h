@@ -21,6 +21,7 @@ struct moe_bench_options {
     std::vector<std::int64_t> tokens{1, 4, 16, 64, 256, 1024};
     std::vector<std::string> runners; ///< runner names; empty = all
     bool auto_row = true;             ///< add the autotuner's pick (`auto`) per token count
+    std::string moe_runner;           ///< the auto row's runner: "" = FP4MOE_MOE_RUNNER, "auto" tunes, a name forces it
     bool all_tactics = true;          ///< a row per tactic (false: tactic 0 only)
     double skew = 0.0;                ///< Zipf exponent of the router logits (0: uniform routing)
     int threads = 0;                  ///< CPU threads (0: all)

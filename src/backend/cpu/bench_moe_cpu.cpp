@@ -370,6 +370,7 @@ result<moe_bench_report> run_moe_bench(const moe_bench_options &o) {
         return tm.value().us;
     };
     moe_autotune_options topts = moe_autotune_options_from_env();
+    if (!o.moe_runner.empty()) topts.runner = o.moe_runner;
     moe_autotuner tuner({reg.candidates().begin(), reg.candidates().end()}, target, timer, topts);
     if (o.auto_row)
         if (auto st = tuner.check(d); !st.ok()) return st;
