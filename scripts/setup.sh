@@ -31,7 +31,7 @@ fi
 
 # Python packages used by the interop tests (ml_dtypes cross-check, safetensors fixtures) and plots.
 py=${PYTHON:-python3}
-pips=(numpy ml_dtypes safetensors matplotlib)
+pips=(numpy ml_dtypes safetensors matplotlib tokenizers)
 need_pip=()
 for m in "${pips[@]}"; do
     "$py" -c "import $m" 2>/dev/null || need_pip+=("$m")
