@@ -45,7 +45,8 @@ FP4MOE_TARGET inline void dq_scales16(const std::uint8_t *s, float *out) {
     const __m512i mag = _mm512_and_si512(v, _mm512_set1_epi32(0x7F));
     const __m512i bits = _mm512_or_si512(_mm512_slli_epi32(mag, 20), _mm512_slli_epi32(_mm512_srli_epi32(v, 7), 31));
     __m512 f = _mm512_mul_ps(_mm512_castsi512_ps(bits), _mm512_set1_ps(0x1p119f));
-    f = _mm512_mask_mov_ps(f, _mm512_cmpeq_epi32_mask(mag, _mm512_set1_epi32(0x7F)), _mm512_set1_ps(__builtin_nanf("")));
+    f = _mm512_mask_mov_ps(f, _mm512_cmpeq_epi32_mask(mag, _mm512_set1_epi32(0x7F)),
+                           _mm512_set1_ps(__builtin_nanf("")));
     _mm512_storeu_ps(out, f);
 }
 FP4MOE_TARGET inline void dq_nvfp4(const std::uint8_t *q, float half_scale, vf *w) {

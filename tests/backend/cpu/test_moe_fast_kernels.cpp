@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -38,21 +39,22 @@ TEST(MoeFastKernels, EveryCodeUnderEveryScale) {
     for (const kernels *kn : available()) {
         for (int m : {1, 3, 16}) {
             for (std::int64_t p0 = 0; p0 < K; p0 += m) {
+                const int mm = static_cast<int>(std::min<std::int64_t>(m, K - p0));
                 const float *x[16];
                 float out0[16], out1[16];
-                for (int j = 0; j < m; ++j) x[j] = onehot.data() + K - (p0 + j);
+                for (int j = 0; j < mm; ++j) x[j] = onehot.data() + K - (p0 + j);
                 dot_job jb;
                 jb.rows = 2; // the same row twice: both outputs must agree
                 jb.q[0] = jb.q[1] = q.data();
                 jb.s[0] = jb.s[1] = s.data();
                 jb.k = K;
                 jb.x = x;
-                jb.m = m;
+                jb.m = mm;
                 jb.out[0] = out0;
                 jb.out[1] = out1;
                 jb.scratch = scratch.data();
                 kn->dot_nvfp4(jb);
-                for (int j = 0; j < m; ++j) {
+                for (int j = 0; j < mm; ++j) {
                     ASSERT_EQ(out0[j], expect[p0 + j]) << cpu_isa_name(kn->isa) << " m=" << m << " p=" << p0 + j;
                     ASSERT_EQ(out1[j], expect[p0 + j]) << cpu_isa_name(kn->isa) << " m=" << m << " p=" << p0 + j;
                 }
