@@ -51,6 +51,15 @@ model::model(std::unique_ptr<model_weights> w, const model_options &opts, moe_se
     router_logits_.resize(n * max_e);
 }
 
+std::vector<std::pair<moe_desc, const expert_set *>> model::expert_shapes() const {
+    std::vector<std::pair<moe_desc, const expert_set *>> out;
+    for (const auto &lw : w_->layers)
+        for (const expert_set *s : {&lw.mlp, static_cast<const expert_set *>(lw.shared.get())})
+            if (s && std::none_of(out.begin(), out.end(), [&](const auto &p) { return p.first == s->desc; }))
+                out.emplace_back(s->desc, s);
+    return out;
+}
+
 status model::forward(std::span<const seq_step> batch, kv_cache &kv, std::vector<float> &logits) {
     const auto &c = w_->config;
     const std::int64_t h = c.hidden_size;

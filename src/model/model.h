@@ -9,6 +9,7 @@
 #include "fp4moe/moe.h"
 #include "model/kv_cache.h"
 #include "model/weights.h"
+#include "moe/autotune.h"
 
 #include <functional>
 #include <memory>
@@ -17,11 +18,7 @@
 
 namespace fp4moe {
 
-/// Which MoE runner (and tactic) computes a layer of `desc` for `tokens` tokens.
-struct moe_choice {
-    const moe_runner *runner = nullptr;
-    moe_tactic tactic;
-};
+/// Which MoE runner (and tactic) computes a layer of `desc` for `tokens` tokens (usually an moe_autotuner).
 using moe_selector = std::function<moe_choice(const moe_desc &desc, std::int64_t tokens)>;
 
 struct model_options {
@@ -44,6 +41,8 @@ public:
 
     const model_config &config() const { return w_->config; }
     const model_weights &weights() const { return *w_; }
+    /// Every distinct MoE/MLP shape of the model and one expert set of that shape (for tuning and timing).
+    std::vector<std::pair<moe_desc, const expert_set *>> expert_shapes() const;
     thread_pool &pool() { return pool_; }
 
     /// Runs one step. `logits` receives one [vocab] row per sequence (or per token with all_logits), in batch

@@ -33,7 +33,11 @@ void moe_plan_from_ids(const moe_desc &d, moe_plan &p) {
     }
     p.offsets.resize(p.num_experts + 1);
     p.offsets[0] = 0;
-    for (std::int64_t e = 0; e < p.num_experts; ++e) p.offsets[e + 1] = p.offsets[e] + p.counts[e];
+    for (std::int64_t e = 0; e < p.num_experts; ++e) {
+        // The masked layout holds at most max_tokens rows per expert: ids must be distinct within a token.
+        FP4MOE_ASSERT(p.counts[e] <= p.max_tokens);
+        p.offsets[e + 1] = p.offsets[e] + p.counts[e];
+    }
 
     // Counting sort by expert; pairs are visited in (token, slot) order, so within an expert rows are
     // ordered by token: deterministic, and what the masked layout wants too.
