@@ -63,7 +63,7 @@ float f32_of(const checkpoint &ck, const std::string &name) {
 
 // With --dense-mlp the quantized bf16 model is make-model's NVFP4 model (same seed): same recipe, same bytes,
 // except that make-model writes input_scale and quantize (weight-only) does not.
-TEST(Quantize, MatchesMakeModelNvfp4Bytes) {
+TEST(QuantizeCheckpoint, MatchesMakeModelNvfp4Bytes) {
     temp_dir d;
     make(d.path() / "bf16", false);
     make(d.path() / "nvfp4", true);
@@ -95,7 +95,7 @@ TEST(Quantize, MatchesMakeModelNvfp4Bytes) {
     EXPECT_EQ(c.value().quant.quant_algo, "W4A16_NVFP4");
 }
 
-TEST(Quantize, DefaultsKeepDenseMlpAndNonExpertsBf16) {
+TEST(QuantizeCheckpoint, DefaultsKeepDenseMlpAndNonExpertsBf16) {
     temp_dir d;
     make(d.path() / "bf16", false);
     auto r = quantize_checkpoint(qopts(d.path() / "bf16", d.path() / "q"));
@@ -167,7 +167,7 @@ TEST(Quantize, DefaultsKeepDenseMlpAndNonExpertsBf16) {
     EXPECT_EQ(cin, cout);
 }
 
-TEST(Quantize, ExcludeSharedExpertsAndQwen) {
+TEST(QuantizeCheckpoint, ExcludeSharedExpertsAndQwen) {
     temp_dir d;
     make(d.path() / "bf16", false);
     auto o = qopts(d.path() / "bf16", d.path() / "q");
@@ -188,7 +188,7 @@ TEST(Quantize, ExcludeSharedExpertsAndQwen) {
               nlohmann::json({"lm_head", "model.layers.*.mlp.gate", "model.layers.*.self_attn*"}));
 }
 
-TEST(Quantize, ExclusionSummary) {
+TEST(QuantizeCheckpoint, ExclusionSummary) {
     // One expert kept bf16 by hand: its modules are named one by one, the rest summarized.
     std::vector<std::string> q, b = {"lm_head", "model.layers.0.self_attn.q_proj", "model.layers.1.self_attn.q_proj",
                                      "model.layers.1.mlp.gate", "model.layers.2.mlp.experts.0.gate_proj"};
@@ -211,7 +211,7 @@ TEST(Quantize, ExclusionSummary) {
     for (const auto &m : b) EXPECT_FALSE(qc.module_is_nvfp4(m)) << m;
 }
 
-TEST(Quantize, Errors) {
+TEST(QuantizeCheckpoint, Errors) {
     temp_dir d;
     fs::create_directories(d.path() / "empty");
     auto r = quantize_checkpoint(qopts(d.path() / "empty", d.path() / "o1"));
