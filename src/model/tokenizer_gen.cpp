@@ -7,8 +7,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <map>
-#include <mutex>
 #include <unordered_map>
 
 namespace fp4moe {
