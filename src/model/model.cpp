@@ -204,7 +204,7 @@ void model::run_experts(const expert_set &set, std::int64_t rows, const float *x
             for (std::int64_t t = b; t < e; ++t)
                 for (std::int64_t j = 0; j < d.experts; ++j) {
                     float s = 0.0f;
-                    for (std::int64_t k = 0; k < h; ++k) s += bf16_to_float(xb_[t * h + k]) * set.router[j * h + k];
+                    for (std::int64_t k = 0; k < h; ++k) s += x[t * h + k] * set.router[j * h + k];
                     router_logits_[t * d.experts + j] = s;
                 }
         });
