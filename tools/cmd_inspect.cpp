@@ -1,5 +1,6 @@
 // `fp4moe inspect PATH`: tensors (name, dtype, shape, bytes), totals, NVFP4 groups and parameter counts.
 #include "commands.h"
+#include "model/config.h"
 #include "model/inspect.h"
 
 #include <fmt/format.h>
@@ -7,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 
 namespace fp4moe::tools {
@@ -33,8 +35,36 @@ std::string human_count(std::int64_t n) {
     return fmt::format("{}", n);
 }
 
+// The config of a checkpoint directory, in a few lines; nothing for a bare .safetensors file.
+void print_config(const std::string &path) {
+    if (!std::filesystem::is_directory(path)) return;
+    auto cfg = load_model_config(path);
+    if (!cfg.ok()) {
+        fmt::print("config: {}\n", cfg.get_status().message());
+        return;
+    }
+    const auto &c = cfg.value();
+    fmt::print("config: {} ({}){}\n", model_arch_name(c.arch), c.model_type,
+               model_arch_uses_mla(c.arch) ? " - MLA: fp4moe cannot run it yet" : "");
+    fmt::print("  layers {}, hidden {}, heads {} / kv {} x {}, vocab {}, max positions {}\n", c.num_layers,
+               c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim, c.vocab_size, c.max_position_embeddings);
+    if (model_arch_uses_mla(c.arch))
+        fmt::print("  MLA: q_lora_rank {}, kv_lora_rank {}, qk nope {} + rope {}, v {}\n", c.q_lora_rank,
+                   c.kv_lora_rank, c.qk_nope_head_dim, c.qk_rope_head_dim, c.v_head_dim);
+    fmt::print("  MoE: {} experts x {} wide, top-{}, {} shared; dense layers {} (width {})\n", c.num_experts,
+               c.moe_intermediate_size, c.num_experts_per_tok, c.n_shared_experts, c.first_k_dense_replace,
+               c.intermediate_size);
+    fmt::print("  routing: {}\n", c.moe(moe_weight_format::bf16, false).to_string());
+    if (c.quant.nvfp4())
+        fmt::print("  quantization: {} from {} (excluded: {})\n", c.quant.quant_algo, c.quant.source,
+                   fmt::join(c.quant.exclude, ", "));
+    else
+        fmt::print("  quantization: none (bf16)\n");
+}
+
 void print_text(const checkpoint &ckpt, const checkpoint_summary &sum, const inspect_opts &o) {
     fmt::print("checkpoint: {} ({} file{})\n", ckpt.path(), ckpt.files().size(), ckpt.files().size() == 1 ? "" : "s");
+    print_config(ckpt.path());
     if (!o.no_tensors) {
         std::size_t w = 4;
         for (const auto &e : ckpt.tensors()) w = std::max(w, e.info->name.size());
@@ -74,6 +104,23 @@ void print_json(const checkpoint &ckpt, const checkpoint_summary &sum, const ins
                            {"dtype", dtype_name(e.info->type)},
                            {"shape", e.info->shape},
                            {"bytes", e.info->nbytes()}});
+    }
+    if (std::filesystem::is_directory(ckpt.path())) {
+        if (auto cfg = load_model_config(ckpt.path()); cfg.ok()) {
+            const auto &c = cfg.value();
+            j["config"] = {{"architecture", model_arch_name(c.arch)},
+                           {"model_type", c.model_type},
+                           {"layers", c.num_layers},
+                           {"hidden_size", c.hidden_size},
+                           {"experts", c.num_experts},
+                           {"top_k", c.num_experts_per_tok},
+                           {"moe_intermediate_size", c.moe_intermediate_size},
+                           {"shared_experts", c.n_shared_experts},
+                           {"mla", model_arch_uses_mla(c.arch)},
+                           {"quant_algo", c.quant.quant_algo}};
+        } else {
+            j["config_error"] = cfg.get_status().message();
+        }
     }
     j["tensor_count"] = sum.tensor_count;
     j["total_bytes"] = sum.total_bytes;
