@@ -14,7 +14,11 @@
 //            bf16. Every output element is summed by one thread in a fixed order: results are identical
 //            for any thread count.
 // Items are the same size in both phases (all experts per block), so static chunking balances even when
-// one expert holds every token.
+// one expert holds every token. A thread's items are contiguous, so it streams each matrix of each expert
+// from one run of rows whatever the block: the automatic block is the kernel's row step (1 gate/up row,
+// 4 down rows), which splits the rows evenly.
+// With NVFP4 weights, K % 128 == 0 and an ISA that has dot_nvfp4_p128 (AVX-512), x and act are stored in the
+// p128 layout (moe_fast_kernels.h), which lets the kernel decode 16 weights with one shift and one permute.
 #include "backend/cpu/moe_fast_kernels.h"
 #include "backend/cpu/runners.h"
 #include "core/error.h"
@@ -67,12 +71,10 @@ bool decode_tactic(int id, tactic_params &out) {
     return true;
 }
 
-// Smallest power-of-two block (>= 16, <= 64) that still gives every thread ~4 items.
-int auto_block(std::int64_t rows, int threads) {
-    int b = 64;
-    while (b > 16 && (rows + b - 1) / b < 4 * threads) b /= 2;
-    return b;
-}
+// The automatic block is the kernel's row step: a thread's items are contiguous anyway (one stream per
+// matrix and expert whatever the block), so the smallest unit only evens out the split; 88 blocks of 16 rows
+// left 16 threads with 5 or 6 at T=1.
+constexpr int kAutoBlock1 = 1, kAutoBlock2 = 4;
 
 std::size_t align_up(std::size_t n) {
     return (n + kAlign - 1) / kAlign * kAlign;
@@ -91,7 +93,8 @@ struct layout {
         pairs = o, o += align_up(sizeof(std::int32_t) * t * sl);
         base = o, o += align_up(sizeof(std::int32_t) * (ne + 1));
         active = o, o += align_up(sizeof(std::int32_t) * ne);
-        scratch = o, o += align_up(sizeof(float) * 2 * std::max(h, in)) * static_cast<std::size_t>(threads);
+        scratch = o,
+        o += align_up(sizeof(float) * fast::kScratchPerK * std::max(h, in)) * static_cast<std::size_t>(threads);
         total = o + kAlign; // slack to align the caller's pointer
     }
 };
@@ -170,9 +173,14 @@ status fast_runner::run(const moe_desc &d, const moe_args &a, const moe_plan &p,
                 fmt::format("cpu.fast: workspace of {} bytes, needs {}", a.workspace_bytes, L.total)};
 
     const kernels &K = kernels_for(tp.isa);
-    const auto dot = d.weights == moe_weight_format::nvfp4 ? K.dot_nvfp4 : K.dot_bf16;
+    const bool nvfp4 = d.weights == moe_weight_format::nvfp4;
+    const auto dot = nvfp4 ? K.dot_nvfp4 : K.dot_bf16;
     const std::int64_t T = p.tokens, H = d.hidden, I = d.intermediate, NE = p.num_experts, S = p.slots;
     const int threads = dev.threads > 0 ? std::min(dev.threads, threads_) : threads_;
+    // p128: x (phase 1) and act (phase 2) stored in the chunk-transposed layout its kernel reads.
+    const bool p1 = nvfp4 && K.dot_nvfp4_p128 && H % 128 == 0, p2 = nvfp4 && K.dot_nvfp4_p128 && I % 128 == 0;
+    const auto dot1 = p1 ? K.dot_nvfp4_p128 : dot, dot2 = p2 ? K.dot_nvfp4_p128 : dot;
+    const int rows2 = p2 ? 4 : 2; // down rows per kernel call
 
     auto *ws =
         reinterpret_cast<std::byte *>((reinterpret_cast<std::uintptr_t>(a.workspace) + kAlign - 1) / kAlign * kAlign);
@@ -181,7 +189,7 @@ status fast_runner::run(const moe_desc &d, const moe_args &a, const moe_plan &p,
     auto *pairs = reinterpret_cast<std::int32_t *>(ws + L.pairs);
     auto *base = reinterpret_cast<std::int32_t *>(ws + L.base);
     auto *active = reinterpret_cast<std::int32_t *>(ws + L.active);
-    const std::size_t scratch_stride = align_up(sizeof(float) * 2 * std::max(H, I)) / sizeof(float);
+    const std::size_t scratch_stride = align_up(sizeof(float) * fast::kScratchPerK * std::max(H, I)) / sizeof(float);
     float *scratch = reinterpret_cast<float *>(ws + L.scratch);
 
     // Phase 0: the expert-sorted pair list (the permuted layout's own order; the masked layout's rows
@@ -203,12 +211,18 @@ status fast_runner::run(const moe_desc &d, const moe_args &a, const moe_plan &p,
     pool().parallel_for(
         T,
         [&](std::int64_t b, std::int64_t e) {
-            for (std::int64_t i = b * H; i < e * H; ++i) xf[i] = bf16_to_float(a.x[i]);
+            if (p1) {
+                for (std::int64_t tk = b; tk < e; ++tk)
+                    for (std::int64_t h = 0; h < H; ++h)
+                        xf[tk * H + fast::p128_index(h)] = bf16_to_float(a.x[tk * H + h]);
+            } else {
+                for (std::int64_t i = b * H; i < e * H; ++i) xf[i] = bf16_to_float(a.x[i]);
+            }
         },
         threads);
 
     // Phase 1: gate/up + SiLU*up over blocks of intermediate rows.
-    const int bn1 = tp.block_n > 0 ? tp.block_n : auto_block(I, threads);
+    const int bn1 = tp.block_n > 0 ? tp.block_n : kAutoBlock1;
     pool().parallel_for((I + bn1 - 1) / bn1,
                         [&](std::int64_t ib, std::int64_t ie, int worker) {
                             const float *xs[kChunk];
@@ -231,10 +245,11 @@ status fast_runner::run(const moe_desc &d, const moe_args &a, const moe_plan &p,
                                     for (std::int64_t n = ib * bn1; n < std::min(I, ie * bn1); ++n) {
                                         set_row(jb, 0, wg, d.weights, n, H);
                                         set_row(jb, 1, wu, d.weights, n, H);
-                                        dot(jb);
+                                        dot1(jb);
+                                        const std::int64_t col = p2 ? fast::p128_index(n) : n;
                                         for (int j = 0; j < m; ++j) {
                                             const float gv = g[j] * gs_g;
-                                            act[(r0 + j) * I + n] = gv / (1.0f + std::exp(-gv)) * (u[j] * gs_u);
+                                            act[(r0 + j) * I + col] = gv / (1.0f + std::exp(-gv)) * (u[j] * gs_u);
                                         }
                                     }
                                 }
@@ -243,7 +258,7 @@ status fast_runner::run(const moe_desc &d, const moe_args &a, const moe_plan &p,
                         threads);
 
     // Phase 2: down over blocks of hidden rows, combine, round.
-    const int bn2 = tp.block_n > 0 ? tp.block_n : auto_block(H, threads);
+    const int bn2 = tp.block_n > 0 ? tp.block_n : kAutoBlock2;
     float *acc = xf;
     pool().parallel_for((H + bn2 - 1) / bn2,
                         [&](std::int64_t hb, std::int64_t he, int worker) {
@@ -251,12 +266,14 @@ status fast_runner::run(const moe_desc &d, const moe_args &a, const moe_plan &p,
                             for (std::int64_t tk = 0; tk < T; ++tk)
                                 std::fill(acc + tk * H + h0, acc + tk * H + h1, 0.0f);
                             const float *xs[kChunk];
-                            float y[2][kChunk];
+                            float y[4][kChunk];
                             dot_job jb;
                             jb.k = I;
                             jb.x = xs;
                             jb.out[0] = y[0];
                             jb.out[1] = y[1];
+                            jb.out[2] = y[2];
+                            jb.out[3] = y[3];
                             jb.scratch = scratch + worker * scratch_stride;
                             for (std::int64_t ai = 0; ai < n_active; ++ai) {
                                 const std::int32_t e = active[ai];
@@ -266,10 +283,10 @@ status fast_runner::run(const moe_desc &d, const moe_args &a, const moe_plan &p,
                                     const int m = std::min<int>(kChunk, base[e + 1] - r0);
                                     for (int j = 0; j < m; ++j) xs[j] = act + (r0 + j) * I;
                                     jb.m = m;
-                                    for (std::int64_t n = h0; n < h1; n += 2) {
-                                        jb.rows = n + 1 < h1 ? 2 : 1;
+                                    for (std::int64_t n = h0; n < h1; n += rows2) {
+                                        jb.rows = static_cast<int>(std::min<std::int64_t>(rows2, h1 - n));
                                         for (int r = 0; r < jb.rows; ++r) set_row(jb, r, wd, d.weights, n + r, I);
-                                        dot(jb);
+                                        dot2(jb);
                                         for (int j = 0; j < m; ++j) {
                                             const std::int32_t pair = pairs[r0 + j];
                                             const float wt = p.topk_weights[pair];

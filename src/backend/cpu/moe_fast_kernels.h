@@ -16,23 +16,35 @@
 namespace fp4moe::cpu::fast {
 
 struct dot_job {
-    int rows = 1;                    ///< R: 1 or 2
-    const std::uint8_t *q[2] = {};   ///< nvfp4: packed E2M1 row (K/2 bytes)
-    const std::uint8_t *s[2] = {};   ///< nvfp4: E4M3 block scales of the row (K/16 bytes)
+    int rows = 1;                    ///< R: 1 or 2 (1 to 4 for dot_nvfp4_p128)
+    const std::uint8_t *q[4] = {};   ///< nvfp4: packed E2M1 row (K/2 bytes)
+    const std::uint8_t *s[4] = {};   ///< nvfp4: E4M3 block scales of the row (K/16 bytes)
     const bf16_t *b[2] = {};         ///< bf16: the row (K values)
-    std::int64_t k = 0;              ///< K (a multiple of 16 for nvfp4)
+    std::int64_t k = 0;              ///< K (a multiple of 16 for nvfp4, of 128 for dot_nvfp4_p128)
     const float *const *x = nullptr; ///< m activation rows of K floats (any alignment)
     int m = 0;                       ///< tokens
-    float *out[2] = {};              ///< out[r][j], j < m
-    float *scratch = nullptr;        ///< 2 * K floats, used when m > the kernel's token tile
+    float *out[4] = {};              ///< out[r][j], j < m
+    float *scratch = nullptr;        ///< kScratchPerK * K floats, used when m > the kernel's token tile
 };
+
+/// Scratch floats per unit of K that every kernel may use.
+constexpr std::int64_t kScratchPerK = 3;
 
 struct kernels {
     cpu_isa isa = cpu_isa::scalar;
     int tile_m = 1; ///< tokens per register tile
     void (*dot_nvfp4)(const dot_job &) = nullptr;
     void (*dot_bf16)(const dot_job &) = nullptr;
+    /// NVFP4 with x in the p128 layout (K % 128 == 0); null where the ISA has none. Same contract otherwise,
+    /// a different (fixed) summation order.
+    void (*dot_nvfp4_p128)(const dot_job &) = nullptr;
 };
+
+/// The p128 layout of activations: within each 128-element chunk, element 8l + k (l < 16, k < 8) is stored at
+/// k * 16 + l, so that nibble k of the 16 dwords of a chunk's 64 packed bytes meets one vector of x.
+constexpr std::int64_t p128_index(std::int64_t i) {
+    return (i & ~std::int64_t{127}) | ((i & 7) << 4) | ((i >> 3) & 15);
+}
 
 /// Kernels of one ISA (which the caller has checked the CPU supports).
 const kernels &kernels_scalar();
