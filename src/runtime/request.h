@@ -53,6 +53,8 @@ struct request_output {
     std::string_view error;                     ///< for finish == error: what failed
     request_usage usage;                        ///< totals so far
     engine_clock::time_point arrival;           ///< when submit accepted the request
+    engine_clock::time_point first_scheduled;   ///< when its first step began (queue time = this - arrival);
+                                                ///< default-constructed if it never ran
 };
 
 /// Called from the engine thread for each output of a request, the last one with finish != none. It must not

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace fp4moe::test {
@@ -34,6 +35,7 @@ public:
     }
 
     status forward(std::span<const seq_step> batch, std::vector<float> &logits) override {
+        if (on_forward) on_forward();
         ++steps;
         std::int64_t tokens = 0;
         for (const auto &s : batch) tokens += static_cast<std::int64_t>(s.tokens.size());
@@ -73,6 +75,7 @@ public:
         return out;
     }
 
+    std::function<void()> on_forward; ///< called first in every forward (tests use it to hold the loop)
     std::int64_t steps = 0;
     std::int64_t max_step_tokens = 0;
     bool fail_next = false;
