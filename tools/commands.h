@@ -15,5 +15,7 @@ void register_inspect(CLI::App &app, command_registry &reg);
 void register_bench(CLI::App &app, command_registry &reg, int argc, char **argv);
 void register_make_model(CLI::App &app, command_registry &reg);
 void register_quantize(CLI::App &app, command_registry &reg);
+/// `generate`: one prompt on the CPU, streamed to stdout.
+void register_generate(CLI::App &app, command_registry &reg);
 
 } // namespace fp4moe::tools

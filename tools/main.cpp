@@ -32,6 +32,7 @@ int main(int argc, char **argv) {
     fp4moe::tools::register_bench(app, reg, argc, argv);
     fp4moe::tools::register_make_model(app, reg);
     fp4moe::tools::register_quantize(app, reg);
+    fp4moe::tools::register_generate(app, reg);
     CLI11_PARSE(app, argc, argv);
     return reg.result;
 }
