@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -104,34 +105,31 @@ void sampler::build(std::span<float> logits) {
     for (auto &q : cand_p_) q = static_cast<float>(q / sum);
 
     if (p_.top_p < 1.0f) {
-        auto &order = order_;
-        order.resize(cand_.size());
-        std::iota(order.begin(), order.end(), 0);
-        auto by_prob = [&](std::uint32_t a, std::uint32_t b) {
-            return cand_p_[a] != cand_p_[b] ? cand_p_[a] > cand_p_[b] : cand_[a] < cand_[b];
-        };
+        // Sort keys: descending probability (the bits of a non-negative float order as unsigned integers), then
+        // ascending id. Sorting packed 64-bit keys is several times faster than sorting indices through a
+        // comparator on a 150k vocabulary.
+        auto &keys = keys_;
+        keys.resize(cand_.size());
+        for (std::size_t i = 0; i < cand_.size(); ++i)
+            keys[i] = (static_cast<std::uint64_t>(~std::bit_cast<std::uint32_t>(cand_p_[i])) << 32) |
+                      static_cast<std::uint32_t>(cand_[i]);
+        auto prob = [](std::uint64_t k) { return std::bit_cast<float>(~static_cast<std::uint32_t>(k >> 32)); };
         // A token survives while the mass strictly above it is < top_p (vLLM: masked when the ascending cumulative
         // sum up to it is <= 1 - top_p); the most likely token always survives. The nucleus is usually small:
-        // sort the head first and the rest only when the head's mass falls short.
-        auto nucleus = [&](std::size_t sorted) {
+        // sort a head first and widen it only when the head's mass falls short.
+        std::size_t keep = 0;
+        for (std::size_t head = std::min<std::size_t>(keys.size(), 1024);; head = std::min(keys.size(), head * 8)) {
+            std::nth_element(keys.begin(), keys.begin() + (head - 1), keys.end());
+            std::sort(keys.begin(), keys.begin() + head);
             double above = 0.0;
-            std::size_t keep = 0;
-            while (keep < sorted && (keep == 0 || above < p_.top_p)) above += cand_p_[order[keep++]];
-            return keep < sorted || above >= p_.top_p ? keep : std::size_t{0};
-        };
-        const std::size_t head = std::min<std::size_t>(order.size(), 1024);
-        std::partial_sort(order.begin(), order.begin() + head, order.end(), by_prob);
-        std::size_t keep = nucleus(head);
-        if (keep == 0) {
-            std::sort(order.begin() + head, order.end(), by_prob);
-            keep = nucleus(order.size());
-            if (keep == 0) keep = order.size(); // rounding: the whole distribution sums just under top_p
+            keep = 0;
+            while (keep < head && (keep == 0 || above < p_.top_p)) above += prob(keys[keep++]);
+            if (keep < head || above >= p_.top_p || head == keys.size()) break;
         }
-        tmp_ids_.resize(keep);
-        tmp_p_.resize(keep);
-        for (std::size_t i = 0; i < keep; ++i) tmp_ids_[i] = cand_[order[i]], tmp_p_[i] = cand_p_[order[i]];
-        cand_.swap(tmp_ids_);
-        cand_p_.swap(tmp_p_);
+        cand_.resize(keep);
+        cand_p_.resize(keep);
+        for (std::size_t i = 0; i < keep; ++i)
+            cand_[i] = static_cast<std::int32_t>(keys[i] & 0xFFFFFFFFu), cand_p_[i] = prob(keys[i]);
     }
     if (p_.min_p > 0.0f) {
         const float threshold = p_.min_p * *std::max_element(cand_p_.begin(), cand_p_.end());

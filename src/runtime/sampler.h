@@ -83,9 +83,7 @@ private:
     std::unordered_map<std::int32_t, std::int32_t> counts_; ///< output counts (presence, frequency)
     std::vector<std::int32_t> cand_;                        ///< surviving token ids
     std::vector<float> cand_p_;                             ///< their probabilities (sum 1)
-    std::vector<std::uint32_t> order_;                      ///< top-p sort order (indices into cand_)
-    std::vector<std::int32_t> tmp_ids_;
-    std::vector<float> tmp_p_;
+    std::vector<std::uint64_t> keys_;                       ///< top-p sort keys (probability, id)
 };
 
 } // namespace fp4moe
