@@ -54,7 +54,10 @@ void print_config(const std::string &path) {
     fmt::print("  MoE: {} experts x {} wide, top-{}, {} shared; dense layers {} (width {})\n", c.num_experts,
                c.moe_intermediate_size, c.num_experts_per_tok, c.n_shared_experts, c.first_k_dense_replace,
                c.intermediate_size);
-    fmt::print("  routing: {}\n", c.moe(moe_weight_format::bf16, false).to_string());
+    const auto &r = c.routing;
+    fmt::print("  routing: {}{}, groups {}/{} kept, {}renormalized, scaling {}\n",
+               r.scoring == moe_scoring::softmax ? "softmax" : "sigmoid", r.correction_bias ? " + correction bias" : "",
+               r.topk_group, r.n_group, r.renormalize ? "" : "not ", r.routed_scaling_factor);
     if (c.quant.nvfp4())
         fmt::print("  quantization: {} from {} (excluded: {})\n", c.quant.quant_algo, c.quant.source,
                    fmt::join(c.quant.exclude, ", "));
