@@ -337,6 +337,14 @@ void engine::step() {
 
 void engine::loop() {
     for (;;) {
+        if (requests_.empty() && !idle_checked_) { // just went idle: every block must be free again
+            idle_checked_ = true;
+            if (blocks_.used_blocks() != 0 || !blocks_.check()) {
+                ++counters_.idle_kv_leaks;
+                FP4MOE_LOG_ERROR("engine: idle with {} KV blocks still allocated (free list consistent: {})",
+                                 blocks_.used_blocks(), blocks_.check());
+            }
+        }
         stop_mode stop;
         {
             std::unique_lock lock(mu_);
@@ -366,6 +374,7 @@ void engine::loop() {
             if (stop == stop_mode::drain) break;
             continue;
         }
+        idle_checked_ = false;
         step();
     }
     std::lock_guard lock(mu_);

@@ -73,7 +73,10 @@ struct engine_stats {
     std::int64_t finished_stop = 0, finished_length = 0, finished_abort = 0, finished_error = 0;
     std::int64_t preemptions = 0;
     std::int64_t steps = 0; ///< model forward calls
-    bool accepting = true;  ///< false once shutdown began
+    /// Times the engine went idle with a KV block still allocated or a broken free list (a leak: must stay 0;
+    /// logged as an error). Checked at every transition to idle.
+    std::int64_t idle_kv_leaks = 0;
+    bool accepting = true; ///< false once shutdown began
 };
 
 class engine {
@@ -151,6 +154,7 @@ private:
     std::vector<std::unique_ptr<request_state>> incoming_;
     std::vector<request_id> cancelling_;
     engine_stats counters_; // loop-owned counters, copied into stats_ under mu_
+    bool idle_checked_ = true;
 
     // Shared with other threads, under mu_.
     mutable std::mutex mu_;

@@ -672,6 +672,7 @@ TEST(EngineFake, RandomCancelsLeakNothing) {
     EXPECT_EQ(s.kv_blocks_used, 0);
     EXPECT_EQ(s.finished_abort, aborted);
     EXPECT_EQ(s.finished_abort + s.finished_length, 60);
+    EXPECT_EQ(s.idle_kv_leaks, 0);
     EXPECT_GT(s.preemptions, 0);
     EXPECT_GT(aborted, 0);
 }
