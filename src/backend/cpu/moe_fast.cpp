@@ -310,11 +310,4 @@ std::unique_ptr<moe_runner> make_fast_runner(int threads) {
     return std::make_unique<fast_runner>(threads);
 }
 
-std::vector<std::unique_ptr<moe_runner>> cpu_runners() {
-    std::vector<std::unique_ptr<moe_runner>> r;
-    r.push_back(make_ref_runner());
-    r.push_back(make_fast_runner());
-    return r;
-}
-
 } // namespace fp4moe::cpu

@@ -19,9 +19,6 @@ std::unique_ptr<moe_runner> make_ref_runner(bool fp64 = false);
 /// Tactics: 0 = best ISA with automatic block size; the others fix (ISA, rows per work item).
 std::unique_ptr<moe_runner> make_fast_runner(int threads = 0);
 
-/// Every CPU runner: cpu.ref (fp32 accumulate) and cpu.fast.
-std::vector<std::unique_ptr<moe_runner>> cpu_runners();
-
 /// A device description of this machine's CPU ("cpu", all hardware threads unless `threads` > 0).
 moe_device cpu_device(int threads = 0);
 

@@ -3,6 +3,7 @@
 // top_k = E; power-of-two diagonal weights with exactly known outputs; NVFP4 quality against bf16 weights.
 #include "moe_case.h"
 
+#include "backend/cpu/registry.h"
 #include "core/cpu_features.h"
 
 #include <fmt/format.h>
@@ -328,11 +329,16 @@ TEST(MoeRunners, FastTacticsAndErrors) {
     EXPECT_TRUE(fast->run(d, a, p, tactics[0], cpu::cpu_device()).ok());
 }
 
-TEST(MoeRunners, CpuRunnersListsRefAndFast) {
-    const auto r = cpu::cpu_runners();
-    ASSERT_EQ(r.size(), 2u);
-    EXPECT_EQ(r[0]->name(), "cpu.ref");
-    EXPECT_EQ(r[1]->name(), "cpu.fast");
+TEST(MoeRunners, RegistryListsRefAndFast) {
+    const cpu::runner_registry reg(1);
+    const auto c = reg.candidates();
+    ASSERT_EQ(c.size(), 2u);
+    EXPECT_EQ(c[0].runner->name(), "cpu.ref");
+    EXPECT_FALSE(c[0].autotune); // the oracle is forced by name, never tuned
+    EXPECT_EQ(c[1].runner->name(), "cpu.fast");
+    EXPECT_TRUE(c[1].autotune);
+    EXPECT_EQ(reg.find("cpu.fast"), c[1].runner);
+    EXPECT_EQ(reg.find("cuda.decode"), nullptr);
 }
 
 } // namespace
