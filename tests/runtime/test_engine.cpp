@@ -676,3 +676,36 @@ TEST(EngineFake, RandomCancelsLeakNothing) {
     EXPECT_GT(s.preemptions, 0);
     EXPECT_GT(aborted, 0);
 }
+
+// create(model&): the KV budget in bytes becomes blocks; bad options are refused.
+TEST_F(EngineTiny, CreateFromModelWithMemoryBudget) {
+    const auto ps = prompts();
+    const auto alone = argmax_path(ps[0], 5);
+    engine_options o;
+    o.max_running_requests = 2;
+    o.max_batch_tokens = 32;
+    o.block_size = 8;
+    o.kv_memory_bytes = 20 * kv_bytes_per_block(model_->get().config(), 8) + 1;
+    auto e = engine::create(model_->get(), tok_, o);
+    ASSERT_TRUE(e.ok()) << e.get_status().to_string();
+    EXPECT_EQ(e.value()->stats().kv_blocks_total, 20);
+    EXPECT_EQ(e.value()->max_model_len(), model_->get().config().max_position_embeddings);
+    collector col;
+    auto params = greedy(5);
+    params.ignore_eos = true;
+    auto r = e.value()->submit(ps[0], params, col.callback());
+    ASSERT_TRUE(r.ok()) << r.message;
+    ASSERT_TRUE(col.wait(1));
+    EXPECT_EQ(col.get(r.id).tokens, alone);
+    e.value()->shutdown(true);
+
+    auto bad = o;
+    bad.kv_memory_bytes = 10; // not one block
+    EXPECT_FALSE(engine::create(model_->get(), tok_, bad).ok());
+    bad = o;
+    bad.max_running_requests = 64; // more than the token budget
+    EXPECT_FALSE(engine::create(model_->get(), tok_, bad).ok());
+    bad = o;
+    bad.max_model_len = model_->get().config().max_position_embeddings + 1;
+    EXPECT_FALSE(engine::create(model_->get(), tok_, bad).ok());
+}
