@@ -40,6 +40,7 @@ public:
     static result<std::unique_ptr<model>> load(const std::string &dir, const model_options &opts, moe_selector select);
 
     const model_config &config() const { return w_->config; }
+    const model_options &options() const { return opts_; }
     const model_weights &weights() const { return *w_; }
     /// Every distinct MoE/MLP shape of the model and one expert set of that shape (for tuning and timing).
     std::vector<std::pair<moe_desc, const expert_set *>> expert_shapes() const;

@@ -101,6 +101,10 @@ result<std::unique_ptr<engine>> engine::create(std::unique_ptr<step_model> m, co
 result<std::unique_ptr<engine>> engine::create(model &m, const tokenizer *tok, const engine_options &opts) {
     if (opts.block_size < 1)
         return status{status_code::invalid_argument, fmt::format("block_size must be >= 1, got {}", opts.block_size)};
+    if (opts.max_batch_tokens > m.options().max_batch_tokens)
+        return status{status_code::invalid_argument,
+                      fmt::format("engine max_batch_tokens ({}) exceeds the model's buffers ({})",
+                                  opts.max_batch_tokens, m.options().max_batch_tokens)};
     std::int64_t blocks = opts.kv_blocks;
     if (blocks == 0) blocks = opts.kv_memory_bytes / kv_bytes_per_block(m.config(), opts.block_size);
     if (blocks < 1)

@@ -91,8 +91,8 @@ public:
                                                   std::vector<std::int32_t> default_stop_ids = {});
     /// Runs on a loaded model with a KV cache of opts.kv_blocks (or kv_memory_bytes) x block_size. Without a
     /// tokenizer the config's eos_token_ids stop generation. `m` and `tok` must outlive the engine, and nothing
-    /// else may run `m` while the engine exists (the model is not thread-safe). opts.max_batch_tokens must not
-    /// exceed the model_options.max_batch_tokens `m` was loaded with (model does not expose it to check).
+    /// else may run `m` while the engine exists (the model is not thread-safe). Errors: opts.max_batch_tokens
+    /// above the model_options.max_batch_tokens `m` was loaded with, a KV budget that holds no block.
     static result<std::unique_ptr<engine>> create(model &m, const tokenizer *tok, const engine_options &opts);
 
     engine(const engine &) = delete;

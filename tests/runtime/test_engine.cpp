@@ -708,4 +708,11 @@ TEST_F(EngineTiny, CreateFromModelWithMemoryBudget) {
     bad = o;
     bad.max_model_len = model_->get().config().max_position_embeddings + 1;
     EXPECT_FALSE(engine::create(model_->get(), tok_, bad).ok());
+    bad = o;
+    bad.max_batch_tokens = model_->get().options().max_batch_tokens + 1; // past the model's step buffers
+    bad.max_running_requests = 1;
+    const auto st = engine::create(model_->get(), tok_, bad);
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.get_status().message().find("exceeds the model's buffers"), std::string::npos)
+        << st.get_status().message();
 }
