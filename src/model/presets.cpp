@@ -143,23 +143,27 @@ model_preset qwen3_30b() {
     return p;
 }
 
-// Tiny variants: every width a multiple of 16 (NVFP4 blocks), a few MB in all.
-model_preset tiny() {
-    model_preset p = glm45();
-    p.name = "tiny";
-    p.description = "tiny Glm4MoeForCausalLM for tests: hidden 128, 4x32 heads (2 kv), 2 layers (1 dense), 8 experts";
-    p.vocab_size = 0;
+// Tiny variants: every width a multiple of 16 (NVFP4 blocks), a few MB in all. The dims all of them share:
+void shrink_to_tiny(model_preset &p) {
+    p.vocab_size = 0; // sized from the generated tokenizer
     p.hidden_size = 128;
     p.intermediate_size = 256;
     p.moe_intermediate_size = 64;
     p.num_layers = 2;
     p.num_heads = 4;
-    p.num_kv_heads = 2;
-    p.head_dim = 32;
     p.num_experts = 8;
     p.top_k = 2;
-    p.first_k_dense_replace = 1;
     p.max_position_embeddings = 4096;
+}
+
+model_preset tiny() {
+    model_preset p = glm45();
+    p.name = "tiny";
+    p.description = "tiny Glm4MoeForCausalLM for tests: hidden 128, 4x32 heads (2 kv), 2 layers (1 dense), 8 experts";
+    shrink_to_tiny(p);
+    p.num_kv_heads = 2;
+    p.head_dim = 32;
+    p.first_k_dense_replace = 1;
     return p;
 }
 
@@ -167,17 +171,9 @@ model_preset tiny_qwen3() {
     model_preset p = qwen3_30b();
     p.name = "tiny-qwen3";
     p.description = "tiny Qwen3MoeForCausalLM for tests: hidden 128, 4x32 heads (2 kv), 2 MoE layers, 8 experts";
-    p.vocab_size = 0;
-    p.hidden_size = 128;
-    p.intermediate_size = 256;
-    p.moe_intermediate_size = 64;
-    p.num_layers = 2;
-    p.num_heads = 4;
+    shrink_to_tiny(p);
     p.num_kv_heads = 2;
     p.head_dim = 32;
-    p.num_experts = 8;
-    p.top_k = 2;
-    p.max_position_embeddings = 4096;
     return p;
 }
 
@@ -185,15 +181,8 @@ model_preset tiny_deepseek_v3() {
     model_preset p = deepseek_v3();
     p.name = "tiny-deepseek-v3";
     p.description = "tiny DeepseekV3ForCausalLM (MLA, grouped routing 4/2) for tests: hidden 128, 8 experts";
-    p.vocab_size = 0;
-    p.hidden_size = 128;
-    p.intermediate_size = 256;
-    p.moe_intermediate_size = 64;
-    p.num_layers = 2;
-    p.num_heads = 4;
+    shrink_to_tiny(p);
     p.num_kv_heads = 4;
-    p.num_experts = 8;
-    p.top_k = 2;
     p.first_k_dense_replace = 1;
     p.n_group = 4;
     p.topk_group = 2;
@@ -202,7 +191,6 @@ model_preset tiny_deepseek_v3() {
     p.qk_nope_head_dim = 32;
     p.qk_rope_head_dim = 16;
     p.v_head_dim = 32;
-    p.max_position_embeddings = 4096;
     return p;
 }
 
@@ -210,16 +198,9 @@ model_preset tiny_glm5() {
     model_preset p = glm5();
     p.name = "tiny-glm-5";
     p.description = "tiny GlmMoeDsaForCausalLM (MLA + DSA indexer) for tests: hidden 128, 8 experts";
-    p.vocab_size = 0;
-    p.hidden_size = 128;
-    p.intermediate_size = 256;
-    p.moe_intermediate_size = 64;
-    p.num_layers = 2;
-    p.num_heads = 4;
+    shrink_to_tiny(p);
     p.num_kv_heads = 4;
     p.head_dim = 16;
-    p.num_experts = 8;
-    p.top_k = 2;
     p.first_k_dense_replace = 1;
     p.q_lora_rank = 64;
     p.kv_lora_rank = 32;
@@ -229,7 +210,6 @@ model_preset tiny_glm5() {
     p.index_n_heads = 4;
     p.index_head_dim = 32;
     p.index_topk = 64;
-    p.max_position_embeddings = 4096;
     return p;
 }
 
