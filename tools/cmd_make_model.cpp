@@ -1,4 +1,5 @@
 // `fp4moe make-model --preset NAME --out DIR`: a synthetic checkpoint with random weights in the real format.
+#include "checkpoint_writer_cli.h"
 #include "commands.h"
 #include "model/make_model.h"
 #include "model/presets.h"
@@ -52,24 +53,9 @@ void register_make_model(CLI::App &app, command_registry &reg) {
         "--no-progress", [c](std::int64_t) { c->o.progress = false; }, "No progress line on stderr");
     cmd->callback([c, &reg] {
         c->o.nvfp4 = c->format == "nvfp4";
-        c->o.shard_size = parse_byte_size(c->shard_size);
-        if (c->o.shard_size == 0) {
-            fmt::print(stderr, "fp4moe make-model: --shard-size '{}' is not a size (e.g. 2GB, 500MB)\n", c->shard_size);
-            reg.result = 2;
-            return;
-        }
-        const auto t0 = std::chrono::steady_clock::now();
-        auto r = make_model(c->o);
-        if (!r.ok()) {
-            fmt::print(stderr, "fp4moe make-model: {}\n", r.get_status().message());
-            reg.result = 1;
-            return;
-        }
-        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        const auto &w = r.value();
-        for (const auto &n : w.notes) fmt::print("note: {}\n", n);
-        fmt::print("wrote {}: {} tensors ({} NVFP4 groups) in {} shard{}, {:.3f} GB of tensors, {:.1f} s\n", c->o.out,
-                   w.tensors, w.nvfp4_groups, w.shards, w.shards == 1 ? "" : "s", w.tensor_bytes / 1e9, s);
+        if (!parse_shard_size_flag("make-model", c->shard_size, c->o.shard_size, reg)) return;
+        run_checkpoint_writer(
+            "make-model", c->o.out, [&] { return make_model(c->o); }, reg);
     });
 }
 

@@ -1,4 +1,5 @@
 // `fp4moe quantize --in BF16_DIR --out DIR`: weight-only NVFP4 (ModelOpt recipe) of the MoE expert weights.
+#include "checkpoint_writer_cli.h"
 #include "commands.h"
 #include "model/quantize_checkpoint.h"
 
@@ -39,23 +40,9 @@ void register_quantize(CLI::App &app, command_registry &reg) {
     cmd->add_flag(
         "--no-progress", [c](std::int64_t) { c->o.progress = false; }, "No progress line on stderr");
     cmd->callback([c, &reg] {
-        c->o.shard_size = parse_byte_size(c->shard_size);
-        if (c->o.shard_size == 0) {
-            fmt::print(stderr, "fp4moe quantize: --shard-size '{}' is not a size (e.g. 2GB, 500MB)\n", c->shard_size);
-            reg.result = 2;
-            return;
-        }
-        const auto t0 = std::chrono::steady_clock::now();
-        auto r = quantize_checkpoint(c->o);
-        if (!r.ok()) {
-            fmt::print(stderr, "fp4moe quantize: {}\n", r.get_status().message());
-            reg.result = 1;
-            return;
-        }
-        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        const auto &w = r.value();
-        fmt::print("wrote {}: {} tensors ({} NVFP4 groups) in {} shard{}, {:.3f} GB of tensors, {:.1f} s\n", c->o.out,
-                   w.tensors, w.nvfp4_groups, w.shards, w.shards == 1 ? "" : "s", w.tensor_bytes / 1e9, s);
+        if (!parse_shard_size_flag("quantize", c->shard_size, c->o.shard_size, reg)) return;
+        run_checkpoint_writer(
+            "quantize", c->o.out, [&] { return quantize_checkpoint(c->o); }, reg);
     });
 }
 
