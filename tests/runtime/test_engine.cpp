@@ -4,6 +4,7 @@
 #include "model/make_model.h"
 #include "runtime/cpu_model.h"
 #include "runtime/engine.h"
+#include "tiny_checkpoint.h"
 
 #include <gtest/gtest.h>
 
@@ -431,32 +432,11 @@ namespace {
 class EngineTiny : public ::testing::Test {
 protected:
     static void SetUpTestSuite() {
-        dir_ = (std::filesystem::temp_directory_path() / ("fp4moe_test_engine_" + std::to_string(::getpid()))).string();
-        make_model_options mo;
-        mo.preset = "tiny";
-        mo.out = dir_;
-        mo.force = true;
-        mo.threads = 2;
-        mo.progress = false;
-        auto w = make_model(mo);
-        ASSERT_TRUE(w.ok()) << w.get_status().to_string();
-        cpu_model_options co;
-        co.model.threads = 2;
-        co.model.max_batch_tokens = 64;
-        co.moe_runner = "cpu.ref";
-        co.tune_at_load = false;
-        auto m = cpu_model::load(dir_, co);
-        ASSERT_TRUE(m.ok()) << m.get_status().to_string();
-        model_ = m.value().release();
-        auto t = tokenizer::load(dir_);
-        ASSERT_TRUE(t.ok()) << t.get_status().to_string();
-        tok_ = new tokenizer(std::move(t.value()));
+        tiny_.create("test_engine");
+        model_ = tiny_.model;
+        tok_ = tiny_.tok;
     }
-    static void TearDownTestSuite() {
-        delete model_;
-        delete tok_;
-        std::filesystem::remove_all(dir_);
-    }
+    static void TearDownTestSuite() { tiny_.destroy(); }
 
     static std::vector<std::vector<std::int32_t>> prompts() {
         std::vector<std::vector<std::int32_t>> out;
@@ -578,7 +558,7 @@ protected:
         EXPECT_EQ(e->stats().kv_blocks_used, 0);
     }
 
-    static inline std::string dir_;
+    static inline test::tiny_checkpoint tiny_;
     static inline cpu_model *model_ = nullptr;
     static inline tokenizer *tok_ = nullptr;
 };
