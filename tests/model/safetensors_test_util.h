@@ -8,11 +8,20 @@
 #include <filesystem>
 #include <fstream>
 #include <span>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <unistd.h>
 
 namespace fp4moe::test {
+
+/// The whole file as bytes (empty when unreadable).
+inline std::string read_file(const std::filesystem::path &p) {
+    std::ifstream f(p, std::ios::binary);
+    std::stringstream s;
+    s << f.rdbuf();
+    return s.str();
+}
 
 /// A fresh directory under the system temp dir, removed (with its contents) on destruction.
 class temp_dir {

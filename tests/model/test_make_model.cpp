@@ -21,14 +21,8 @@ namespace fp4moe {
 namespace {
 
 namespace fs = std::filesystem;
+using test::read_file;
 using test::temp_dir;
-
-std::string read_file(const fs::path &p) {
-    std::ifstream f(p, std::ios::binary);
-    std::stringstream s;
-    s << f.rdbuf();
-    return s.str();
-}
 
 nlohmann::json read_json(const fs::path &p) {
     return nlohmann::json::parse(read_file(p));

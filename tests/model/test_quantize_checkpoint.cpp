@@ -20,14 +20,8 @@ namespace fp4moe {
 namespace {
 
 namespace fs = std::filesystem;
+using test::read_file;
 using test::temp_dir;
-
-std::string read_file(const fs::path &p) {
-    std::ifstream f(p, std::ios::binary);
-    std::stringstream s;
-    s << f.rdbuf();
-    return s.str();
-}
 
 void make(const fs::path &out, bool nvfp4, const std::string &preset = "tiny") {
     make_model_options o;
