@@ -88,11 +88,9 @@ int run_bench_moe(bench_moe_opts &o, const std::string &command) {
 
 } // namespace
 
-void register_bench(CLI::App &app, command_registry &reg, int argc, char **argv) {
-    auto *bench = app.add_subcommand("bench", "Benchmarks: MoE block per runner and token count");
-    bench->require_subcommand(1);
+void register_bench_moe(CLI::App &bench, command_registry &reg, int argc, char **argv) {
     auto o = std::make_shared<bench_moe_opts>();
-    auto *cmd = bench->add_subcommand(
+    auto *cmd = bench.add_subcommand(
         "moe", "Time the whole MoE block (router, routing, runner) per runner/tactic and token count against the "
                "measured bandwidth/compute floor");
     std::string shapes;

@@ -11,8 +11,14 @@ struct command_registry {
 };
 
 void register_inspect(CLI::App &app, command_registry &reg);
-/// `bench moe`; argv is kept for the command line in reports.
+/// `bench`: adds the group and its subcommands below. argv is kept for the command line in reports.
 void register_bench(CLI::App &app, command_registry &reg, int argc, char **argv);
+/// `bench moe` (cmd_bench.cpp): the MoE block per runner, tactic and token count.
+void register_bench_moe(CLI::App &bench, command_registry &reg, int argc, char **argv);
+/// `bench serve` (cmd_bench_serve.cpp): load generator against a running server (sglang.bench_serving's flags).
+void register_bench_serve(CLI::App &bench, command_registry &reg, int argc, char **argv);
+/// `serve` (cmd_serve.cpp): the OpenAI-compatible HTTP server.
+void register_serve(CLI::App &app, command_registry &reg);
 void register_make_model(CLI::App &app, command_registry &reg);
 void register_quantize(CLI::App &app, command_registry &reg);
 /// `generate`: one prompt on the CPU, streamed to stdout.

@@ -22,6 +22,17 @@ std::string version_text() {
 
 } // namespace
 
+namespace fp4moe::tools {
+
+void register_bench(CLI::App &app, command_registry &reg, int argc, char **argv) {
+    auto *bench = app.add_subcommand("bench", "Benchmarks: the MoE block per runner; a serving load generator");
+    bench->require_subcommand(1);
+    register_bench_moe(*bench, reg, argc, argv);
+    register_bench_serve(*bench, reg, argc, argv);
+}
+
+} // namespace fp4moe::tools
+
 int main(int argc, char **argv) {
     fp4moe::log_init();
     CLI::App app{"fp4moe: an inference engine and server for Mixture-of-Experts models with NVFP4 experts"};
@@ -33,6 +44,7 @@ int main(int argc, char **argv) {
     fp4moe::tools::register_make_model(app, reg);
     fp4moe::tools::register_quantize(app, reg);
     fp4moe::tools::register_generate(app, reg);
+    fp4moe::tools::register_serve(app, reg);
     CLI11_PARSE(app, argc, argv);
     return reg.result;
 }
