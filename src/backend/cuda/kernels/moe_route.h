@@ -7,8 +7,9 @@
 // uint16 bit patterns (the __nv_bfloat16 layout). Kernels know nothing of the engine: plain fields in, a
 // cudaError_t (the launch status) out.
 //
-// Results equal the CPU's bit for bit given the same logits: the same fp32 expressions in the same order for
-// scores and weights, ties to the lower expert index, rows within an expert ordered by (token, slot).
+// Given the same logits, ids and the plan equal the CPU's exactly (the same fp32 expressions in the same order
+// for the selection, ties to the lower expert index, rows within an expert ordered by (token, slot)); weights
+// agree to a few ulps (CUDA's expf is not glibc's). Logits differ from the CPU's by summation order only.
 #pragma once
 
 #include <cuda_runtime_api.h>
