@@ -1,0 +1,134 @@
+// The mma fragment repack of the CUDA runners (src/quant/mma_pack.h): every E4M3 byte's E5M3 code, round trips
+// of random matrices (raw bytes, so every code and scale occurs, subnormal and negative scales included)
+// against the checkpoint dequantization, padding left zero, and hand-computed fragment positions.
+#include "quant/mma_pack.h"
+
+#include "fp4moe/nvfp4.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+namespace nv = fp4moe::nvfp4;
+namespace mp = fp4moe::mma_pack;
+
+namespace {
+
+struct raw_matrix {
+    std::int64_t rows, cols;
+    std::vector<std::uint8_t> packed, scales;
+    nv::matrix_view view() const { return {rows, cols, packed.data(), scales.data(), 1.0f}; }
+};
+
+// Arbitrary codes and scales; NaN scale bytes (0x7F, 0xFF) replaced, the rest of the byte range kept.
+raw_matrix random_matrix(std::int64_t rows, std::int64_t cols, std::mt19937 &rng) {
+    raw_matrix m{rows, cols, std::vector<std::uint8_t>(rows * cols / 2), std::vector<std::uint8_t>(rows * cols / 16)};
+    std::uniform_int_distribution<int> byte(0, 255);
+    for (auto &b : m.packed) b = static_cast<std::uint8_t>(byte(rng));
+    for (auto &s : m.scales) {
+        s = static_cast<std::uint8_t>(byte(rng));
+        if ((s & 0x7F) == 0x7F) s = 0x38;
+    }
+    return m;
+}
+
+float checkpoint_value(const raw_matrix &m, std::int64_t r, std::int64_t k) {
+    const std::uint8_t b = m.packed[r * (m.cols / 2) + k / 2];
+    return nv::e2m1_decode(k % 2 ? b >> 4 : b & 0xF) * nv::e4m3_decode(m.scales[r * (m.cols / 16) + k / 16]);
+}
+
+} // namespace
+
+TEST(MmaPack, ScaleCodeIsExactForEveryE4M3Byte) {
+    for (int b = 0; b < 256; ++b) {
+        const float v = std::fabs(nv::e4m3_decode(static_cast<std::uint8_t>(b)));
+        auto c = mp::scale_code(static_cast<std::uint8_t>(b));
+        if (std::isnan(v)) {
+            EXPECT_FALSE(c.ok()) << b;
+            continue;
+        }
+        ASSERT_TRUE(c.ok()) << b;
+        EXPECT_EQ(mp::scale_code_value(c.value()), v) << "byte 0x" << std::hex << b;
+        // The kernel's bf16 pattern 0x7000 | c << 4 must be the value times 2^112 (zero handled by zeroed codes).
+        if (v != 0.0f) {
+            const std::uint32_t bits = (0x7000u | static_cast<std::uint32_t>(c.value()) << 4) << 16;
+            float f;
+            std::memcpy(&f, &bits, 4);
+            EXPECT_EQ(f, std::ldexp(v, 112)) << b;
+        }
+    }
+}
+
+TEST(MmaPack, RowsRoundTripAgainstTheCheckpoint) {
+    std::random_device rd;
+    const unsigned seed = rd();
+    std::mt19937 rng(seed);
+    for (auto [rows, cols] : {std::pair<std::int64_t, std::int64_t>{16, 64}, {33, 48}, {1, 16}, {64, 4096 + 80}}) {
+        const auto m = random_matrix(rows, cols, rng);
+        auto p = mp::pack_rows(m.view(), "w");
+        ASSERT_TRUE(p.ok()) << p.get_status().message();
+        EXPECT_EQ(p.value().tiles, (rows + 15) / 16);
+        EXPECT_EQ(p.value().ksteps, (cols + 63) / 64);
+        for (std::int64_t r = 0; r < p.value().tiles * 16; ++r)
+            for (std::int64_t k = 0; k < p.value().ksteps * 64; ++k) {
+                const float want = (r < rows && k < cols) ? checkpoint_value(m, r, k) : 0.0f;
+                const float got = mp::packed_value(p.value(), r, k);
+                ASSERT_EQ(got == 0.0f ? 0.0f : got, want == 0.0f ? 0.0f : want)
+                    << "seed " << seed << " [" << rows << "x" << cols << "] row " << r << " k " << k;
+            }
+    }
+}
+
+TEST(MmaPack, GateUpInterleavesEightFeaturesPerTile) {
+    std::random_device rd;
+    const unsigned seed = rd();
+    std::mt19937 rng(seed);
+    const std::int64_t inter = 20, hidden = 80;
+    const auto gate = random_matrix(inter, hidden, rng), up = random_matrix(inter, hidden, rng);
+    auto p = mp::pack_gate_up(gate.view(), up.view(), "gate_up");
+    ASSERT_TRUE(p.ok()) << p.get_status().message();
+    ASSERT_EQ(p.value().tiles, 3);
+    for (std::int64_t tile = 0; tile < 3; ++tile)
+        for (int r = 0; r < 16; ++r)
+            for (std::int64_t k = 0; k < 128; ++k) {
+                const std::int64_t feature = tile * 8 + r % 8;
+                const auto &src = r < 8 ? gate : up;
+                const float want = (feature < inter && k < hidden) ? checkpoint_value(src, feature, k) : 0.0f;
+                const float got = mp::packed_value(p.value(), tile * 16 + r, k);
+                ASSERT_EQ(got == 0.0f ? 0.0f : got, want == 0.0f ? 0.0f : want)
+                    << "seed " << seed << " tile " << tile << " row " << r << " k " << k;
+            }
+}
+
+TEST(MmaPack, FragmentPositionsByHand) {
+    // One tile, K = 64: element (row 9, k 16 + 11) is in slice q = 1, lane 4 * (9 % 8) + (11 - 8) / 2 = 5,
+    // register a3 (row g + 8, k + 8), second element -> nibble 3 + 4 = 7: the high nibble of byte 3 of word 1.
+    std::vector<std::uint8_t> packed(16 * 32, 0), scales(16 * 4, 0x38); // scale 1.0
+    packed[9 * 32 + (16 + 11) / 2] = 0x50;                              // k odd -> high nibble: code 5 (3.0)
+    auto p = mp::pack_rows({16, 64, packed.data(), scales.data(), 1.0f}, "w");
+    ASSERT_TRUE(p.ok());
+    const auto &q = p.value().q;
+    for (std::size_t i = 0; i < q.size(); ++i) EXPECT_EQ(q[i], i == 5u * 16 + 1 * 4 + 3 ? 0x50 : 0) << "byte " << i;
+    // Scale code of (row 9, q 1): [g 1][q 1][h 1] = byte 8 + 3; 1.0 = 2^0 -> (0 + 15) << 3.
+    EXPECT_EQ(p.value().scales[1 * 8 + 1 * 2 + 1], 15 << 3);
+}
+
+TEST(MmaPack, ZeroAndNegativeScales) {
+    std::vector<std::uint8_t> packed(16 * 8, 0x22), scales(16, 0x38); // codes 2 (1.0) everywhere
+    scales[0] = 0x00;                                                 // row 0: zero scale -> codes cleared
+    scales[1] = 0xB8;                                                 // row 1: -1.0 -> signs flipped
+    auto p = mp::pack_rows({16, 16, packed.data(), scales.data(), 1.0f}, "w");
+    ASSERT_TRUE(p.ok());
+    EXPECT_EQ(mp::packed_value(p.value(), 0, 3), 0.0f);
+    EXPECT_EQ(mp::packed_value(p.value(), 1, 3), -1.0f);
+    EXPECT_EQ(mp::packed_value(p.value(), 2, 3), 1.0f);
+    std::vector<std::uint8_t> nan_scales(16, 0x7F);
+    auto bad = mp::pack_rows({16, 16, packed.data(), nan_scales.data(), 1.0f}, "layers.3.mlp.experts.7.down_proj");
+    ASSERT_FALSE(bad.ok());
+    EXPECT_NE(bad.get_status().message().find("layers.3.mlp.experts.7.down_proj"), std::string::npos);
+    EXPECT_NE(bad.get_status().message().find("NaN"), std::string::npos);
+}
