@@ -1,0 +1,563 @@
+// Router logits, top-k routing and the token plan of one MoE batch on the GPU (moe_route.h).
+//
+// Numeric path: logits in fp32 FMA, bf16 activations widened exactly. Routing repeats routing.cpp's fp32
+// expressions in its order, with IEEE-rounded intrinsics so nvcc cannot contract them, and with glibc's expf
+// (its algorithm and table, in double with FMA: bit-identical to glibc 2.36's x86-64 FMA variant over all 2^32
+// floats, checked on the host), so scores, selection and, in practice, weights equal the CPU's. The softmax sum
+// runs sequentially over experts, as the CPU's does. The plan is integer work: a stable counting sort.
+#include "kernels/moe_route.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+
+namespace fp4moe::cuda {
+
+namespace {
+
+// ---- router logits ---------------------------------------------------------------------------------------
+
+constexpr int kGemvThreads = 128;
+constexpr int kGemvTokens = 8; // tokens per CTA of the GEMV: the router row is read once per 8 tokens
+constexpr int BLOCK_M = 64;    // tokens per tile (tiled kernel)
+constexpr int BLOCK_N = 64;    // experts per tile
+constexpr int BLOCK_K = 16;
+constexpr int kTileThreads = 256; // 16 x 16 threads, 4 x 4 outputs each
+constexpr int kTiledMinTiles = 64;
+
+__device__ __forceinline__ float bf16_lo(unsigned w) {
+    return __uint_as_float(w << 16);
+}
+__device__ __forceinline__ float bf16_hi(unsigned w) {
+    return __uint_as_float(w & 0xFFFF0000u);
+}
+__device__ __forceinline__ float bf16_at(const std::uint16_t *p) {
+    return __uint_as_float(unsigned{*p} << 16);
+}
+
+// Small T: one CTA per (expert, 8 tokens); its 4 warps split the hidden dimension, each thread reads the router
+// row in float4 and the 8 token rows in 4 x bf16. Per output: per-thread fp32 FMA chains, then a warp
+// butterfly and a sum over the 4 warps.
+template <bool kVec>
+__global__ void __launch_bounds__(kGemvThreads)
+    sm90_f32_router_logits_gemv(const std::uint16_t *__restrict__ x, const float *__restrict__ router, int tokens,
+                                int hidden, int experts, float *__restrict__ logits) {
+    const int e = blockIdx.x;
+    const int t0 = blockIdx.y * kGemvTokens;
+    const int nt = min(kGemvTokens, tokens - t0);
+    const float *r = router + static_cast<std::size_t>(e) * hidden;
+    const std::uint16_t *xt = x + static_cast<std::size_t>(t0) * hidden;
+    float acc[kGemvTokens] = {};
+    if constexpr (kVec) {
+        const int h4 = hidden / 4;
+#pragma unroll 2
+        for (int k4 = threadIdx.x; k4 < h4; k4 += kGemvThreads) {
+            const float4 w = __ldg(reinterpret_cast<const float4 *>(r) + k4);
+#pragma unroll
+            for (int j = 0; j < kGemvTokens; ++j) {
+                if (j < nt) {
+                    const uint2 v =
+                        __ldg(reinterpret_cast<const uint2 *>(xt + static_cast<std::size_t>(j) * hidden) + k4);
+                    acc[j] = fmaf(bf16_lo(v.x), w.x, acc[j]);
+                    acc[j] = fmaf(bf16_hi(v.x), w.y, acc[j]);
+                    acc[j] = fmaf(bf16_lo(v.y), w.z, acc[j]);
+                    acc[j] = fmaf(bf16_hi(v.y), w.w, acc[j]);
+                }
+            }
+        }
+    } else {
+        for (int k = threadIdx.x; k < hidden; k += kGemvThreads) {
+            const float w = r[k];
+#pragma unroll
+            for (int j = 0; j < kGemvTokens; ++j)
+                if (j < nt) acc[j] = fmaf(bf16_at(xt + static_cast<std::size_t>(j) * hidden + k), w, acc[j]);
+        }
+    }
+    __shared__ float partial[kGemvThreads / 32][kGemvTokens];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+    for (int j = 0; j < kGemvTokens; ++j) {
+        float v = acc[j];
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
+        if (lane == 0) partial[warp][j] = v;
+    }
+    __syncthreads();
+    if (threadIdx.x < nt) {
+        float s = partial[0][threadIdx.x];
+#pragma unroll
+        for (int w = 1; w < kGemvThreads / 32; ++w) s += partial[w][threadIdx.x];
+        logits[static_cast<std::size_t>(t0 + threadIdx.x) * experts + e] = s;
+    }
+}
+
+// Loads this thread's 4 consecutive k of one token row and one router row (zeros past the edges).
+template <bool kVec>
+__device__ __forceinline__ void load_tile_regs(const std::uint16_t *__restrict__ x, const float *__restrict__ router,
+                                               int tokens, int hidden, int experts, int t, int e, int k, float (&xr)[4],
+                                               float (&rr)[4]) {
+    if constexpr (kVec) {
+        uint2 xv = make_uint2(0u, 0u);
+        float4 rv = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (t < tokens && k < hidden)
+            xv = __ldg(reinterpret_cast<const uint2 *>(x + static_cast<std::size_t>(t) * hidden + k));
+        if (e < experts && k < hidden)
+            rv = __ldg(reinterpret_cast<const float4 *>(router + static_cast<std::size_t>(e) * hidden + k));
+        xr[0] = bf16_lo(xv.x), xr[1] = bf16_hi(xv.x), xr[2] = bf16_lo(xv.y), xr[3] = bf16_hi(xv.y);
+        rr[0] = rv.x, rr[1] = rv.y, rr[2] = rv.z, rr[3] = rv.w;
+    } else {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const bool kin = k + i < hidden;
+            xr[i] = t < tokens && kin ? bf16_at(x + static_cast<std::size_t>(t) * hidden + k + i) : 0.0f;
+            rr[i] = e < experts && kin ? router[static_cast<std::size_t>(e) * hidden + k + i] : 0.0f;
+        }
+    }
+}
+
+// Large T: 64 x 64 output tiles, K in steps of 16 through shared memory (stored k-major so each thread reads
+// its 4 tokens and 4 experts as float4), the next K step prefetched into registers. Each output is one FMA
+// chain over k = 0 .. H-1, the CPU's order.
+template <bool kVec>
+__global__ void __launch_bounds__(kTileThreads)
+    sm90_f32_router_logits_tiled(const std::uint16_t *__restrict__ x, const float *__restrict__ router, int tokens,
+                                 int hidden, int experts, float *__restrict__ logits) {
+    __shared__ __align__(16) float xs[BLOCK_K][BLOCK_M + 4];
+    __shared__ __align__(16) float rs[BLOCK_K][BLOCK_N + 4];
+    const int tid = threadIdx.x;
+    const int m0 = blockIdx.y * BLOCK_M, n0 = blockIdx.x * BLOCK_N;
+    const int lrow = tid / 4, lk = (tid % 4) * 4; // loader: row of the tile, first of its 4 k
+    const int tx = tid % 16, ty = tid / 16;       // compute: experts n0 + 4 tx .., tokens m0 + 4 ty ..
+    float acc[4][4] = {};
+    float xr[4], rr[4];
+    load_tile_regs<kVec>(x, router, tokens, hidden, experts, m0 + lrow, n0 + lrow, lk, xr, rr);
+    for (int k0 = 0; k0 < hidden; k0 += BLOCK_K) {
+        __syncthreads();
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            xs[lk + i][lrow] = xr[i];
+            rs[lk + i][lrow] = rr[i];
+        }
+        __syncthreads();
+        if (k0 + BLOCK_K < hidden)
+            load_tile_regs<kVec>(x, router, tokens, hidden, experts, m0 + lrow, n0 + lrow, k0 + BLOCK_K + lk, xr, rr);
+#pragma unroll
+        for (int kk = 0; kk < BLOCK_K; ++kk) {
+            const float4 a = *reinterpret_cast<const float4 *>(&xs[kk][ty * 4]);
+            const float4 b = *reinterpret_cast<const float4 *>(&rs[kk][tx * 4]);
+            const float av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {b.x, b.y, b.z, b.w};
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+#pragma unroll
+                for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const int t = m0 + ty * 4 + i;
+        if (t >= tokens) continue;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const int e = n0 + tx * 4 + j;
+            if (e < experts) logits[static_cast<std::size_t>(t) * experts + e] = acc[i][j];
+        }
+    }
+}
+
+int ceil_div(int a, int b) {
+    return (a + b - 1) / b;
+}
+
+// The tiled kernel once its grid fills about half the chip; below that the GEMV (more CTAs, the router read
+// once per 8 tokens from L2).
+bool router_logits_use_tiled(int tokens, int experts) {
+    return static_cast<long long>(ceil_div(tokens, BLOCK_M)) * ceil_div(experts, BLOCK_N) >= kTiledMinTiles;
+}
+
+// ---- top-k -----------------------------------------------------------------------------------------------
+
+constexpr int kRouteWarps = 4;
+constexpr int kMaxRouteExperts = 256;
+
+// glibc's expf (sysdeps/ieee754/flt-32/e_expf.c, 32-entry 2^(i/32) table, cubic), with the FMAs its x86-64
+// FMA variant uses. Every double operation is an IEEE intrinsic, so the result is the CPU's to the bit.
+__device__ const unsigned long long kExp2fTable[32] = {
+    0x3ff0000000000000ull, 0x3fefd9b0d3158574ull, 0x3fefb5586cf9890full, 0x3fef9301d0125b51ull, 0x3fef72b83c7d517bull,
+    0x3fef54873168b9aaull, 0x3fef387a6e756238ull, 0x3fef1e9df51fdee1ull, 0x3fef06fe0a31b715ull, 0x3feef1a7373aa9cbull,
+    0x3feedea64c123422ull, 0x3feece086061892dull, 0x3feebfdad5362a27ull, 0x3feeb42b569d4f82ull, 0x3feeab07dd485429ull,
+    0x3feea47eb03a5585ull, 0x3feea09e667f3bcdull, 0x3fee9f75e8ec5f74ull, 0x3feea11473eb0187ull, 0x3feea589994cce13ull,
+    0x3feeace5422aa0dbull, 0x3feeb737b0cdc5e5ull, 0x3feec49182a3f090ull, 0x3feed503b23e255dull, 0x3feee89f995ad3adull,
+    0x3feeff76f2fb5e47ull, 0x3fef199bdd85529cull, 0x3fef3720dcef9069ull, 0x3fef5818dcfba487ull, 0x3fef7c97337b9b5full,
+    0x3fefa4afa2a490daull, 0x3fefd0765b6e4540ull,
+};
+
+__device__ __forceinline__ float expf_glibc(float x) {
+    const unsigned ux = __float_as_uint(x);
+    const unsigned abstop = (ux >> 20) & 0x7FFu;
+    if (abstop >= 0x42Bu) { // |x| >= 88, inf or nan
+        if (ux == 0xFF800000u) return 0.0f;
+        if (abstop >= 0x7F8u) return x + x;
+        if (x > 0x1.62e42ep6f) return __uint_as_float(0x7F800000u);
+        if (x < -0x1.9fe368p6f) return 0.0f;
+    }
+    constexpr double kInvLn2N = 0x1.71547652b82fep+0 * 32;
+    constexpr double kShift = 0x1.8p+52;
+    constexpr double kC0 = 0x1.c6af84b912394p-5 / 32 / 32 / 32, kC1 = 0x1.ebfce50fac4f3p-3 / 32 / 32,
+                     kC2 = 0x1.62e42ff0c52d6p-1 / 32;
+    const double xd = static_cast<double>(x);
+    double kd = __fma_rn(kInvLn2N, xd, kShift); // x / ln2 * 32 = k + r, k rounded to an integer by the shift
+    const unsigned long long ki = static_cast<unsigned long long>(__double_as_longlong(kd));
+    kd = __dsub_rn(kd, kShift);
+    const double r = __fma_rn(kInvLn2N, xd, -kd);
+    const double s = __longlong_as_double(static_cast<long long>(__ldg(&kExp2fTable[ki % 32]) + (ki << 47)));
+    const double z = __fma_rn(kC0, r, kC1);
+    const double r2 = __dmul_rn(r, r);
+    double y = __fma_rn(kC2, r, 1.0);
+    y = __fma_rn(z, r2, y);
+    return __double2float_rn(__dmul_rn(y, s));
+}
+
+// One warp per token. Lane l holds experts l, l + 32, ...; kPerLane = ceil(E / 32) rounded up to a power of 2.
+template <int kPerLane>
+__global__ void __launch_bounds__(kRouteWarps * 32)
+    moe_route_topk_kernel(const float *__restrict__ logits, const float *__restrict__ bias, int tokens, route_rule rule,
+                          std::int32_t *__restrict__ ids, float *__restrict__ weights, int *bad_token) {
+    __shared__ float s_score[kRouteWarps][kMaxRouteExperts];  // p or s: the unbiased score (the weights)
+    __shared__ float s_select[kRouteWarps][kMaxRouteExperts]; // biased scores (group stage)
+    __shared__ float s_group[kRouteWarps][kMaxRouteExperts];  // group scores
+    __shared__ int s_keep[kRouteWarps][kMaxRouteExperts];     // group kept
+    __shared__ int s_ids[kRouteWarps][kMaxRouteExperts];      // selected experts, in selection order
+    constexpr unsigned kFull = 0xFFFFFFFFu;
+    const float kInf = __uint_as_float(0x7F800000u);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int t = blockIdx.x * kRouteWarps + warp;
+    if (t >= tokens) return; // whole warps only; no block barrier below
+    const int n_exp = rule.experts, k = rule.top_k, slots = rule.top_k + rule.shared;
+    const float *row = logits + static_cast<std::size_t>(t) * n_exp;
+    std::int32_t *id_out = ids + static_cast<std::size_t>(t) * slots;
+    float *w_out = weights + static_cast<std::size_t>(t) * slots;
+    float *score = s_score[warp];
+
+    float v[kPerLane];
+    bool finite = true;
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+        const int e = i * 32 + lane;
+        v[i] = e < n_exp ? row[e] : -kInf;
+        if (e < n_exp && !isfinite(v[i])) finite = false;
+    }
+    if (!__all_sync(kFull, finite)) {
+        for (int j = lane; j < slots; j += 32) {
+            id_out[j] = -1;
+            w_out[j] = 0.0f;
+        }
+        if (lane == 0 && bad_token != nullptr) atomicMin(bad_token, t);
+        return;
+    }
+
+    float sel[kPerLane]; // what the top-k ranks
+    if (rule.softmax) {
+        float mx = v[0];
+#pragma unroll
+        for (int i = 1; i < kPerLane; ++i) mx = fmaxf(mx, v[i]);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, o));
+#pragma unroll
+        for (int i = 0; i < kPerLane; ++i)
+            if (i * 32 + lane < n_exp) score[i * 32 + lane] = expf_glibc(__fsub_rn(v[i], mx));
+        __syncwarp();
+        // NOTE: sequential over e like the CPU's loop: a tree sum could move p by an ulp and create or break a tie.
+        float sum = 0.0f;
+#pragma unroll 8
+        for (int e = 0; e < n_exp; ++e) sum = __fadd_rn(sum, score[e]);
+        __syncwarp();
+#pragma unroll
+        for (int i = 0; i < kPerLane; ++i) {
+            const int e = i * 32 + lane;
+            sel[i] = -kInf;
+            if (e < n_exp) sel[i] = score[e] = __fdiv_rn(score[e], sum);
+        }
+    } else {
+        float *select = s_select[warp];
+#pragma unroll
+        for (int i = 0; i < kPerLane; ++i) {
+            const int e = i * 32 + lane;
+            sel[i] = -kInf;
+            if (e < n_exp) {
+                const float s = __fdiv_rn(1.0f, __fadd_rn(1.0f, expf_glibc(-v[i])));
+                score[e] = s;
+                sel[i] = select[e] = __fadd_rn(s, rule.correction_bias ? __ldg(bias + e) : 0.0f);
+            }
+        }
+        if (rule.n_group > 1) {
+            const int per = n_exp / rule.n_group;
+            float *group = s_group[warp];
+            int *keep = s_keep[warp];
+            __syncwarp();
+            for (int g = lane; g < rule.n_group; g += 32) { // the two largest values, with multiplicity
+                float top1 = -kInf, top2 = -kInf;
+                for (int j = 0; j < per; ++j) {
+                    const float x = select[g * per + j];
+                    if (x > top1) {
+                        top2 = top1;
+                        top1 = x;
+                    } else if (x > top2) {
+                        top2 = x;
+                    }
+                }
+                group[g] = __fadd_rn(top1, top2);
+            }
+            __syncwarp();
+            for (int g = lane; g < rule.n_group; g += 32) { // rank under (score desc, index asc)
+                const float gs = group[g];
+                int rank = 0;
+                for (int h = 0; h < rule.n_group; ++h) rank += group[h] > gs || (group[h] == gs && h < g);
+                keep[g] = rank < rule.topk_group;
+            }
+            __syncwarp();
+#pragma unroll
+            for (int i = 0; i < kPerLane; ++i) {
+                const int e = i * 32 + lane;
+                if (e < n_exp && !keep[e / per]) sel[i] = -kInf;
+            }
+        }
+    }
+
+    // k rounds of a warp argmax under (value desc, index asc); `taken` bit i = expert i * 32 + lane chosen.
+    unsigned taken = 0;
+    int *chosen = s_ids[warp];
+    for (int j = 0; j < k; ++j) {
+        float bv = -kInf;
+        int bi = INT_MAX; // INT_MAX: no candidate (loses to any expert, even one at -inf)
+#pragma unroll
+        for (int i = 0; i < kPerLane; ++i) {
+            const int e = i * 32 + lane;
+            if (e < n_exp && !((taken >> i) & 1u) && (bi == INT_MAX || sel[i] > bv)) {
+                bv = sel[i];
+                bi = e;
+            }
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            const float ov = __shfl_xor_sync(kFull, bv, o);
+            const int oi = __shfl_xor_sync(kFull, bi, o);
+            if (oi != INT_MAX && (bi == INT_MAX || ov > bv || (ov == bv && oi < bi))) {
+                bv = ov;
+                bi = oi;
+            }
+        }
+        if (bi % 32 == lane) taken |= 1u << (bi / 32);
+        if (lane == 0) chosen[j] = bi;
+    }
+    __syncwarp();
+
+    float sum = 0.0f;
+    for (int j = 0; j < k; ++j) sum = __fadd_rn(sum, score[chosen[j]]);
+    const float denom = rule.softmax ? sum : __fadd_rn(sum, 1e-20f);
+    for (int j = lane; j < slots; j += 32) {
+        std::int32_t id;
+        float w;
+        if (j < k) {
+            id = chosen[j];
+            w = score[id];
+            if (rule.renormalize) w = __fdiv_rn(w, denom);
+            if (rule.routed_scaling_factor != 1.0f) w = __fmul_rn(w, rule.routed_scaling_factor);
+        } else {
+            id = n_exp + (j - k);
+            w = 1.0f;
+        }
+        id_out[j] = id;
+        w_out[j] = w;
+    }
+}
+
+// ---- plan ------------------------------------------------------------------------------------------------
+
+constexpr int kPlanMaxWarps = 32;
+constexpr int kPlanSmemInts = 48 * 1024 / 4; // the default dynamic shared-memory limit, no attribute needed
+constexpr int kMaxPlanExperts = 2048;
+constexpr int kMaskedThreads = 256;
+
+// One CTA. Warp w owns the contiguous pairs [w * seg, (w + 1) * seg): it counts them per expert (its row of
+// `wc`), a scan over warps turns the rows into per-warp bases, a scan over experts gives the offsets, and each
+// warp scatters its pairs 32 at a time, ranking equal experts among the 32 with __match_any_sync. Warps own
+// increasing pair ranges and walk them in order, so rows within an expert follow the pair index: the CPU's
+// counting sort exactly.
+__global__ void __launch_bounds__(kPlanMaxWarps * 32)
+    moe_plan_kernel(const std::int32_t *__restrict__ ids, int pairs, int num_experts, int seg,
+                    std::int32_t *__restrict__ counts, std::int32_t *__restrict__ offsets,
+                    std::int32_t *__restrict__ perm, std::int32_t *__restrict__ inv_perm) {
+    extern __shared__ int smem[];
+    const int n_warps = blockDim.x / 32;
+    int *wc = smem;                        // [n_warps][num_experts] counts, then bases, then cursors
+    int *cnt = wc + n_warps * num_experts; // [num_experts]
+    int *off = cnt + num_experts;          // [num_experts + 1]
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    int *mine = wc + warp * num_experts;
+    const int begin = min(pairs, warp * seg), end = min(pairs, begin + seg);
+
+    for (int i = tid; i < n_warps * num_experts; i += blockDim.x) wc[i] = 0;
+    __syncthreads();
+    for (int i = begin + lane; i < end; i += 32) {
+        const int e = ids[i];
+        if (e >= 0 && e < num_experts) atomicAdd(&mine[e], 1);
+    }
+    __syncthreads();
+    for (int e = tid; e < num_experts; e += blockDim.x) {
+        int run = 0;
+        for (int w = 0; w < n_warps; ++w) {
+            const int c = wc[w * num_experts + e];
+            wc[w * num_experts + e] = run;
+            run += c;
+        }
+        cnt[e] = run;
+        counts[e] = run;
+    }
+    __syncthreads();
+    if (warp == 0) { // exclusive scan over experts: lane l takes a contiguous run of experts
+        const int per = (num_experts + 31) / 32;
+        const int lo = min(num_experts, lane * per), hi = min(num_experts, lo + per);
+        int s = 0;
+        for (int e = lo; e < hi; ++e) s += cnt[e];
+        int incl = s;
+#pragma unroll
+        for (int d = 1; d < 32; d <<= 1) {
+            const int y = __shfl_up_sync(0xFFFFFFFFu, incl, d);
+            if (lane >= d) incl += y;
+        }
+        int run = incl - s;
+        for (int e = lo; e < hi; ++e) {
+            off[e] = run;
+            offsets[e] = run;
+            run += cnt[e];
+        }
+        if (lane == 31) {
+            off[num_experts] = incl;
+            offsets[num_experts] = incl;
+        }
+    }
+    __syncthreads();
+    for (int r = off[num_experts] + tid; r < pairs; r += blockDim.x) perm[r] = -1; // rows of skipped pairs
+
+    const unsigned lower = (1u << lane) - 1u;
+    int next = begin + lane < end ? ids[begin + lane] : -1;
+    for (int base = begin; base < end; base += 32) { // uniform per warp
+        const int i = base + lane;
+        const int v = next;
+        next = base + 32 + lane < end ? ids[base + 32 + lane] : -1;
+        const int e = i < end && v >= 0 && v < num_experts ? v : -1;
+        const unsigned same = __match_any_sync(0xFFFFFFFFu, e);
+        if (e >= 0) {
+            const int row = off[e] + mine[e] + __popc(same & lower);
+            perm[row] = i;
+            inv_perm[i] = row;
+        } else if (i < end) {
+            inv_perm[i] = -1;
+        }
+        __syncwarp();
+        if (e >= 0 && (same >> lane) == 1u) mine[e] += __popc(same); // the group's highest lane advances
+        __syncwarp();
+    }
+}
+
+// masked_pairs[e, i] = perm[offsets[e] + i] for i < counts[e], else -1 (the CPU's definition).
+__global__ void __launch_bounds__(kMaskedThreads)
+    moe_plan_masked_kernel(const std::int32_t *__restrict__ counts, const std::int32_t *__restrict__ offsets,
+                           const std::int32_t *__restrict__ perm, int max_tokens,
+                           std::int32_t *__restrict__ masked_pairs) {
+    const int e = blockIdx.y;
+    const int i = blockIdx.x * kMaskedThreads + threadIdx.x;
+    if (i >= max_tokens) return;
+    masked_pairs[static_cast<std::size_t>(e) * max_tokens + i] = i < counts[e] ? perm[offsets[e] + i] : -1;
+}
+
+} // namespace
+
+cudaError_t moe_router_logits(const std::uint16_t *x, const float *router, int tokens, int hidden, int experts,
+                              float *logits, cudaStream_t stream) {
+    if (tokens < 0 || hidden <= 0 || experts <= 0) return cudaErrorInvalidValue;
+    if (tokens == 0) return cudaSuccess;
+    if (x == nullptr || router == nullptr || logits == nullptr) return cudaErrorInvalidValue;
+    if (ceil_div(tokens, BLOCK_M) > 65535) return cudaErrorInvalidValue;
+    const bool vec = hidden % 4 == 0 && reinterpret_cast<std::uintptr_t>(x) % 8 == 0 &&
+                     reinterpret_cast<std::uintptr_t>(router) % 16 == 0;
+    if (router_logits_use_tiled(tokens, experts)) {
+        const dim3 grid(ceil_div(experts, BLOCK_N), ceil_div(tokens, BLOCK_M));
+        if (vec)
+            sm90_f32_router_logits_tiled<true>
+                <<<grid, kTileThreads, 0, stream>>>(x, router, tokens, hidden, experts, logits);
+        else
+            sm90_f32_router_logits_tiled<false>
+                <<<grid, kTileThreads, 0, stream>>>(x, router, tokens, hidden, experts, logits);
+    } else {
+        const dim3 grid(experts, ceil_div(tokens, kGemvTokens));
+        if (vec)
+            sm90_f32_router_logits_gemv<true>
+                <<<grid, kGemvThreads, 0, stream>>>(x, router, tokens, hidden, experts, logits);
+        else
+            sm90_f32_router_logits_gemv<false>
+                <<<grid, kGemvThreads, 0, stream>>>(x, router, tokens, hidden, experts, logits);
+    }
+    return cudaGetLastError();
+}
+
+cudaError_t moe_route_topk(const float *logits, const float *bias, int tokens, const route_rule &rule,
+                           std::int32_t *ids, float *weights, int *bad_token, cudaStream_t stream) {
+    // The checks of moe_desc::validate, plus what this kernel supports.
+    const route_rule &r = rule;
+    if (tokens < 0 || r.experts <= 0 || r.experts > kMaxRouteExperts || r.top_k <= 0 || r.top_k > r.experts ||
+        r.shared < 0)
+        return cudaErrorInvalidValue;
+    if (r.n_group <= 0 || r.experts % r.n_group != 0 || r.topk_group <= 0 || r.topk_group > r.n_group ||
+        r.top_k > r.topk_group * (r.experts / r.n_group) || (r.n_group > 1 && r.experts / r.n_group < 2))
+        return cudaErrorInvalidValue;
+    if (r.correction_bias && (r.softmax || bias == nullptr)) return cudaErrorInvalidValue;
+    if (tokens == 0) return cudaSuccess;
+    if (logits == nullptr || ids == nullptr || weights == nullptr) return cudaErrorInvalidValue;
+    const unsigned blocks = static_cast<unsigned>(ceil_div(tokens, kRouteWarps));
+    const int per_lane = ceil_div(r.experts, 32);
+    if (per_lane <= 1)
+        moe_route_topk_kernel<1>
+            <<<blocks, kRouteWarps * 32, 0, stream>>>(logits, bias, tokens, r, ids, weights, bad_token);
+    else if (per_lane <= 2)
+        moe_route_topk_kernel<2>
+            <<<blocks, kRouteWarps * 32, 0, stream>>>(logits, bias, tokens, r, ids, weights, bad_token);
+    else if (per_lane <= 4)
+        moe_route_topk_kernel<4>
+            <<<blocks, kRouteWarps * 32, 0, stream>>>(logits, bias, tokens, r, ids, weights, bad_token);
+    else
+        moe_route_topk_kernel<8>
+            <<<blocks, kRouteWarps * 32, 0, stream>>>(logits, bias, tokens, r, ids, weights, bad_token);
+    return cudaGetLastError();
+}
+
+cudaError_t moe_build_plan(const std::int32_t *ids, int tokens, int slots, int num_experts, int max_tokens,
+                           const plan_buffers &out, cudaStream_t stream) {
+    if (tokens < 0 || slots <= 0 || num_experts <= 0 || num_experts > kMaxPlanExperts || max_tokens < 0)
+        return cudaErrorInvalidValue;
+    const long long pairs64 = static_cast<long long>(tokens) * slots;
+    if (pairs64 > (1 << 30)) return cudaErrorInvalidValue;
+    const int pairs = static_cast<int>(pairs64);
+    if (out.counts == nullptr || out.offsets == nullptr) return cudaErrorInvalidValue;
+    if (pairs > 0 && (ids == nullptr || out.perm == nullptr || out.inv_perm == nullptr)) return cudaErrorInvalidValue;
+    if (out.masked_pairs != nullptr && tokens > max_tokens) return cudaErrorInvalidValue;
+
+    // As many warps as there are 32-pair steps, up to 32 and up to what fits one row of counters each.
+    const int fit = (kPlanSmemInts - 2 * num_experts - 1) / num_experts;
+    const int n_warps = std::max(1, std::min({kPlanMaxWarps, fit, ceil_div(pairs, 32)}));
+    const int seg = ceil_div(ceil_div(pairs, n_warps), 32) * 32;
+    const std::size_t smem = sizeof(int) * (static_cast<std::size_t>(n_warps + 2) * num_experts + 1);
+    moe_plan_kernel<<<1, n_warps * 32, smem, stream>>>(ids, pairs, num_experts, seg, out.counts, out.offsets, out.perm,
+                                                       out.inv_perm);
+    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+    if (out.masked_pairs != nullptr && max_tokens > 0) {
+        const dim3 grid(ceil_div(max_tokens, kMaskedThreads), num_experts);
+        moe_plan_masked_kernel<<<grid, kMaskedThreads, 0, stream>>>(out.counts, out.offsets, out.perm, max_tokens,
+                                                                    out.masked_pairs);
+    }
+    return cudaGetLastError();
+}
+
+} // namespace fp4moe::cuda
