@@ -299,8 +299,8 @@ def l2_bytes():
 def git_commit():
     try:
         here = os.path.dirname(os.path.abspath(__file__))
-        return subprocess.run(["git", "-C", here, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
-                              timeout=10).stdout.strip()
+        return subprocess.run(["git", "-C", here, "describe", "--always", "--dirty", "--abbrev=12"],
+                              capture_output=True, text=True, timeout=10).stdout.strip()
     except Exception:  # noqa: BLE001 - the commit is informational
         return ""
 
@@ -398,6 +398,7 @@ def bench_shape(name, args, bw, peak, l2, sleep_per_ms, meta_common):
     grouped_mm = getattr(torch, "_grouped_mm", None) or torch.nn.functional.grouped_mm
     t0 = time.time()
     layer = Layer(p, args, l2, args.seed)
+    torch.cuda.synchronize()
     print(f"[{name}] {layer.text} ({time.time() - t0:.1f} s)", flush=True)
     meta = dict(meta_common)
     meta.update(shape=name, desc=desc_string(p), pool=layer.text)
