@@ -32,12 +32,22 @@ struct route_rule {
 };
 
 /// logits[t, e] = sum_k float(x[t, k]) * router[e, k] in fp32. x [T, H] bf16 bits, router [E, H] fp32.
+/// Loads are 16-byte (router) and 8-byte (x) when H % 4 == 0 and the pointers are so aligned, scalar otherwise.
+/// Small batches: one CTA per (expert, 8 tokens), the router read once per 8 tokens; once 64 x 64 tiles make
+/// a grid of >= 64 CTAs, a tiled fp32 GEMM (each logit one FMA chain over k, the CPU's order).
+/// Errors (nothing launched): T < 0, H <= 0, E <= 0, null pointers when T > 0. T == 0 launches nothing.
 cudaError_t moe_router_logits(const std::uint16_t *x, const float *router, int tokens, int hidden, int experts,
                               float *logits, cudaStream_t stream);
 
 /// Per token: ids [T, k+S] and weights [T, k+S] per `rule` (bias [E] when rule.correction_bias, else null).
 /// A token whose logits hold a NaN or infinity gets ids -1 and sets *bad_token (if not null) to the smallest
-/// such token index (atomicMin; the caller initialises it to INT32_MAX).
+/// such token index (atomicMin; the caller initialises it to INT32_MAX). Such a token's weights are 0 and its
+/// shared slots -1 too. One warp per token, 4 per CTA; scores use glibc's expf algorithm, so they and the
+/// selection are the CPU's bit for bit (weights too in practice: same expressions, same order).
+/// Errors (nothing launched): the checks of moe_desc::validate (T < 0, k outside [1, E], S < 0, groups not
+/// dividing E, topk_group outside [1, n_group], k above the kept experts, < 2 experts per group when n_group >
+/// 1, correction_bias with softmax), E > 256, correction_bias without `bias`, null outputs when T > 0.
+/// T == 0 launches nothing. Softmax ignores n_group (as the CPU does).
 cudaError_t moe_route_topk(const float *logits, const float *bias, int tokens, const route_rule &rule,
                            std::int32_t *ids, float *weights, int *bad_token, cudaStream_t stream);
 
@@ -51,7 +61,13 @@ struct plan_buffers {
 };
 
 /// Fills `out` from ids [T, slots] (values in [0, num_experts); -1 entries are skipped, as a bad token's).
-/// Rows within an expert are ordered by pair index, as moe_plan_from_ids orders them.
+/// Rows within an expert are ordered by pair index, as moe_plan_from_ids orders them. A skipped pair has
+/// inv_perm -1 and the rows past offsets[num_experts] hold perm -1 (with no skipped pair, every array equals
+/// moe_plan_from_ids'). masked_pairs rows hold at most max_tokens entries: ids must be distinct within a token.
+/// T == 0 still writes counts and offsets (all 0) and masked_pairs (all -1): the caller reads an empty plan.
+/// One CTA (up to 1024 threads, stable counting sort) plus, with masked_pairs, one grid over (row, expert).
+/// Errors (nothing launched): T < 0, slots <= 0, num_experts outside [1, 2048], max_tokens < 0,
+/// T * slots > 2^30, T > max_tokens with masked_pairs, null counts/offsets, null ids/perm/inv_perm when T > 0.
 cudaError_t moe_build_plan(const std::int32_t *ids, int tokens, int slots, int num_experts, int max_tokens,
                            const plan_buffers &out, cudaStream_t stream);
 
