@@ -32,7 +32,7 @@ cuda/GroupedBlas.cpp, cuda/GroupMM.cu, and its docs for torch.nn.functional.grou
     other path (_grouped_mm_fallback) copies offs to the host and would break capture. The schema torch
     reports at run time is written to meta.grouped_mm.
 
-How it times (docs/.../METHOD.md)
+How it times
     Weights: a pool of expert slots (bf16 gate_up [2I, H] and down [H, I] per slot) of at least 2 layers
     and 8 x L2, capped by --pool-gib; each of --copies layer copies is a contiguous window of E+S slots at a
     random offset with its own router and bias, and has its own captured graph. Replays go round-robin
@@ -64,6 +64,7 @@ Needs PyTorch with CUDA (--help works without it).
 """
 import argparse
 import datetime
+import hashlib
 import json
 import math
 import os
@@ -305,6 +306,12 @@ def git_commit():
         return ""
 
 
+def script_sha256():
+    """Of this file: identifies the script where the checkout's git metadata does not (a copied tree)."""
+    with open(os.path.abspath(__file__), "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()[:16]
+
+
 def grouped_mm_schema():
     try:
         return str(torch.ops.aten._grouped_mm.default._schema)
@@ -396,10 +403,9 @@ def check_correctness(p, grouped_mm, layer, T, run_block, args):
 def bench_shape(name, args, bw, peak, l2, sleep_per_ms, meta_common):
     p = PRESETS[name]
     grouped_mm = getattr(torch, "_grouped_mm", None) or torch.nn.functional.grouped_mm
-    t0 = time.time()
     layer = Layer(p, args, l2, args.seed)
     torch.cuda.synchronize()
-    print(f"[{name}] {layer.text} ({time.time() - t0:.1f} s)", flush=True)
+    print(f"[{name}] {layer.text}", flush=True)
     meta = dict(meta_common)
     meta.update(shape=name, desc=desc_string(p), pool=layer.text)
     meta["correctness"] = {}
@@ -435,7 +441,10 @@ def bench_shape(name, args, bw, peak, l2, sleep_per_ms, meta_common):
         except Exception as e:  # noqa: BLE001 - recorded in the row
             reason = "CUDA graph capture failed: " + first_line(e)
             graphs, outs = [], []
-            torch.cuda.synchronize()
+            try:
+                torch.cuda.synchronize()
+            except Exception:  # noqa: BLE001 - the eager timing below reports a broken context itself
+                pass
             print(f"[{name}] T={T}: {reason}; timing eagerly", flush=True)
 
         tactics = ["cuda-graph"] if graphs else ["eager"]
@@ -610,6 +619,7 @@ def main(argv=None):
     meta_common = {
         "device": f"{dev} (sm_{cap[0]}{cap[1]})",
         "commit": git_commit(),
+        "script_sha256": script_sha256(),
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "command": "python3 " + " ".join(shlex.quote(a) for a in [sys.argv[0]] + list(args.argv)),
         "bandwidth_gbps": bw,
