@@ -52,7 +52,7 @@ __global__ void __launch_bounds__(kGemvThreads)
     float acc[kGemvTokens] = {};
     if constexpr (kVec) {
         const int h4 = hidden / 4;
-#pragma unroll 2
+#pragma unroll 4
         for (int k4 = threadIdx.x; k4 < h4; k4 += kGemvThreads) {
             const float4 w = __ldg(reinterpret_cast<const float4 *>(r) + k4);
 #pragma unroll
