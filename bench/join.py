@@ -176,7 +176,7 @@ def plot(sources, rows, path):
     devices = sorted({s["meta"].get("device", "?") for s in sources})
     fig.suptitle(f'bench moe on {"; ".join(devices)}: floor = max(bytes / bandwidth, flops / peak), '
                  f'each run\'s own measured ceilings', fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.45 / fig.get_figheight()))  # room for the title
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return True
