@@ -351,10 +351,11 @@ std::string case_name(const logits_case &c) {
     return "T=" + std::to_string(c.tokens) + " H=" + std::to_string(c.hidden) + " E=" + std::to_string(c.experts);
 }
 
-// GEMV (small T) and tiled (>= 64 tiles of 64 x 64) paths, vector (H % 4 == 0) and scalar loads, ragged edges.
+// GEMV (small T; 1 expert per CTA up to T = 8, 4 after) and tiled (>= 64 tiles of 64 x 64) paths, vector
+// (H % 4 == 0) and scalar loads, ragged token and expert edges.
 const logits_case kLogitsCases[] = {
-    {1, 7168, 256},  {2, 4096, 160},   {3, 2048, 128},    {7, 1002, 37},     {16, 7168, 256},
-    {64, 5120, 160}, {255, 2048, 128}, {1024, 1024, 256}, {2113, 1000, 130}, {2000, 998, 70},
+    {1, 7168, 256},  {2, 4096, 160},   {3, 2048, 128},    {7, 1002, 37},     {16, 7168, 256}, {40, 1002, 37},
+    {64, 5120, 157}, {255, 2048, 128}, {1024, 1024, 256}, {2113, 1000, 130}, {2000, 998, 70},
 };
 
 } // namespace

@@ -37,59 +37,80 @@ __device__ __forceinline__ float bf16_at(const std::uint16_t *p) {
     return __uint_as_float(unsigned{*p} << 16);
 }
 
-// Small T: one CTA per (expert, 8 tokens); its 4 warps split the hidden dimension, each thread reads the router
-// row in float4 and the 8 token rows in 4 x bf16. Per output: per-thread fp32 FMA chains, then a warp
-// butterfly and a sum over the 4 warps.
-template <bool kVec>
+// Small T: one CTA per (kExperts experts, 8 tokens); its 4 warps split the hidden dimension, each thread reads
+// the router rows in float4 and the 8 token rows in 4 x bf16. The router is read once per 8 tokens, x once per
+// kExperts experts. Per output: per-thread fp32 FMA chains, a warp butterfly, then a sum over the 4 warps.
+template <int kExperts, bool kVec>
 __global__ void __launch_bounds__(kGemvThreads)
     sm90_f32_router_logits_gemv(const std::uint16_t *__restrict__ x, const float *__restrict__ router, int tokens,
                                 int hidden, int experts, float *__restrict__ logits) {
-    const int e = blockIdx.x;
+    const int e0 = blockIdx.x * kExperts;
+    const int ne = min(kExperts, experts - e0);
     const int t0 = blockIdx.y * kGemvTokens;
     const int nt = min(kGemvTokens, tokens - t0);
-    const float *r = router + static_cast<std::size_t>(e) * hidden;
+    const float *r = router + static_cast<std::size_t>(e0) * hidden;
     const std::uint16_t *xt = x + static_cast<std::size_t>(t0) * hidden;
-    float acc[kGemvTokens] = {};
+    float acc[kExperts][kGemvTokens] = {};
     if constexpr (kVec) {
         const int h4 = hidden / 4;
-#pragma unroll 4
+#pragma unroll(kExperts == 1 ? 4 : 2)
         for (int k4 = threadIdx.x; k4 < h4; k4 += kGemvThreads) {
-            const float4 w = __ldg(reinterpret_cast<const float4 *>(r) + k4);
+            float4 w[kExperts];
+#pragma unroll
+            for (int i = 0; i < kExperts; ++i)
+                w[i] = i < ne ? __ldg(reinterpret_cast<const float4 *>(r + static_cast<std::size_t>(i) * hidden) + k4)
+                              : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
             for (int j = 0; j < kGemvTokens; ++j) {
                 if (j < nt) {
                     const uint2 v =
                         __ldg(reinterpret_cast<const uint2 *>(xt + static_cast<std::size_t>(j) * hidden) + k4);
-                    acc[j] = fmaf(bf16_lo(v.x), w.x, acc[j]);
-                    acc[j] = fmaf(bf16_hi(v.x), w.y, acc[j]);
-                    acc[j] = fmaf(bf16_lo(v.y), w.z, acc[j]);
-                    acc[j] = fmaf(bf16_hi(v.y), w.w, acc[j]);
+                    const float xv[4] = {bf16_lo(v.x), bf16_hi(v.x), bf16_lo(v.y), bf16_hi(v.y)};
+#pragma unroll
+                    for (int i = 0; i < kExperts; ++i) {
+                        acc[i][j] = fmaf(xv[0], w[i].x, acc[i][j]);
+                        acc[i][j] = fmaf(xv[1], w[i].y, acc[i][j]);
+                        acc[i][j] = fmaf(xv[2], w[i].z, acc[i][j]);
+                        acc[i][j] = fmaf(xv[3], w[i].w, acc[i][j]);
+                    }
                 }
             }
         }
     } else {
         for (int k = threadIdx.x; k < hidden; k += kGemvThreads) {
-            const float w = r[k];
+            float w[kExperts];
 #pragma unroll
-            for (int j = 0; j < kGemvTokens; ++j)
-                if (j < nt) acc[j] = fmaf(bf16_at(xt + static_cast<std::size_t>(j) * hidden + k), w, acc[j]);
+            for (int i = 0; i < kExperts; ++i) w[i] = i < ne ? r[static_cast<std::size_t>(i) * hidden + k] : 0.0f;
+#pragma unroll
+            for (int j = 0; j < kGemvTokens; ++j) {
+                if (j < nt) {
+                    const float xv = bf16_at(xt + static_cast<std::size_t>(j) * hidden + k);
+#pragma unroll
+                    for (int i = 0; i < kExperts; ++i) acc[i][j] = fmaf(xv, w[i], acc[i][j]);
+                }
+            }
         }
     }
-    __shared__ float partial[kGemvThreads / 32][kGemvTokens];
+    constexpr int kOut = kExperts * kGemvTokens;
+    __shared__ float partial[kGemvThreads / 32][kOut];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 #pragma unroll
-    for (int j = 0; j < kGemvTokens; ++j) {
-        float v = acc[j];
+    for (int i = 0; i < kExperts; ++i)
 #pragma unroll
-        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
-        if (lane == 0) partial[warp][j] = v;
-    }
+        for (int j = 0; j < kGemvTokens; ++j) {
+            float v = acc[i][j];
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
+            if (lane == 0) partial[warp][i * kGemvTokens + j] = v;
+        }
     __syncthreads();
-    if (threadIdx.x < nt) {
-        float s = partial[0][threadIdx.x];
+    for (int o = threadIdx.x; o < kOut; o += kGemvThreads) {
+        const int i = o / kGemvTokens, j = o % kGemvTokens;
+        if (i >= ne || j >= nt) continue;
+        float s = partial[0][o];
 #pragma unroll
-        for (int w = 1; w < kGemvThreads / 32; ++w) s += partial[w][threadIdx.x];
-        logits[static_cast<std::size_t>(t0 + threadIdx.x) * experts + e] = s;
+        for (int w = 1; w < kGemvThreads / 32; ++w) s += partial[w][o];
+        logits[static_cast<std::size_t>(t0 + j) * experts + e0 + i] = s;
     }
 }
 
@@ -492,13 +513,15 @@ cudaError_t moe_router_logits(const std::uint16_t *x, const float *router, int t
             sm90_f32_router_logits_tiled<false>
                 <<<grid, kTileThreads, 0, stream>>>(x, router, tokens, hidden, experts, logits);
     } else {
-        const dim3 grid(experts, ceil_div(tokens, kGemvTokens));
-        if (vec)
-            sm90_f32_router_logits_gemv<true>
-                <<<grid, kGemvThreads, 0, stream>>>(x, router, tokens, hidden, experts, logits);
+        // One expert per CTA while a single token chunk needs every CTA it can get; 4 (x read 4x less) after.
+        const auto launch = [&](auto kernel, int per_cta) {
+            const dim3 grid(ceil_div(experts, per_cta), ceil_div(tokens, kGemvTokens));
+            kernel<<<grid, kGemvThreads, 0, stream>>>(x, router, tokens, hidden, experts, logits);
+        };
+        if (tokens <= kGemvTokens)
+            vec ? launch(sm90_f32_router_logits_gemv<1, true>, 1) : launch(sm90_f32_router_logits_gemv<1, false>, 1);
         else
-            sm90_f32_router_logits_gemv<false>
-                <<<grid, kGemvThreads, 0, stream>>>(x, router, tokens, hidden, experts, logits);
+            vec ? launch(sm90_f32_router_logits_gemv<4, true>, 4) : launch(sm90_f32_router_logits_gemv<4, false>, 4);
     }
     return cudaGetLastError();
 }

@@ -33,8 +33,9 @@ struct route_rule {
 
 /// logits[t, e] = sum_k float(x[t, k]) * router[e, k] in fp32. x [T, H] bf16 bits, router [E, H] fp32.
 /// Loads are 16-byte (router) and 8-byte (x) when H % 4 == 0 and the pointers are so aligned, scalar otherwise.
-/// Small batches: one CTA per (expert, 8 tokens), the router read once per 8 tokens; once 64 x 64 tiles make
-/// a grid of >= 64 CTAs, a tiled fp32 GEMM (each logit one FMA chain over k, the CPU's order).
+/// Small batches: one CTA per (expert, 8 tokens) up to T = 8, per (4 experts, 8 tokens) above, the router read
+/// once per 8 tokens; once 64 x 64 tiles make a grid of >= 64 CTAs, a tiled fp32 GEMM (each logit one FMA
+/// chain over k, the CPU's order).
 /// Errors (nothing launched): T < 0, H <= 0, E <= 0, null pointers when T > 0. T == 0 launches nothing.
 cudaError_t moe_router_logits(const std::uint16_t *x, const float *router, int tokens, int hidden, int experts,
                               float *logits, cudaStream_t stream);
