@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -70,6 +71,8 @@ int run_bench_serve_cli(bench_serve_cli &c) {
     if (o.api_key.empty())
         if (const char *k = std::getenv("OPENAI_API_KEY")) o.api_key = k; // as sglang.bench_serving
 
+    // A server that closes a connection while a request body is written must fail that request, not kill us.
+    std::signal(SIGPIPE, SIG_IGN);
     auto r = loadgen::run_bench_serve(o, [](const std::string &s) {
         fmt::print("{}", s);
         std::fflush(stdout);

@@ -201,6 +201,10 @@ result<bench_serve_result> run_bench_serve(const bench_serve_options &o,
         pr.info.server_info_json = meta.server_info_json;
         pr.metrics = calculate_metrics(run.value().outputs, run.value().duration_s, retokenize);
         pr.outputs = std::move(run.value().outputs);
+        const auto wanted = c ? std::min<std::size_t>(static_cast<std::size_t>(c), prompts.size()) : prompts.size();
+        if (static_cast<std::size_t>(run.value().workers) < wanted)
+            print(fmt::format("note: the system gave {} request threads, not {}: at most {} requests were in flight\n",
+                              run.value().workers, wanted, run.value().workers));
         if (run.value().warmup_failed > 0)
             print(
                 fmt::format("note: {} of {} warmup request(s) failed\n", run.value().warmup_failed, o.warmup_requests));

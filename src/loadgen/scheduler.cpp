@@ -1,5 +1,7 @@
 #include "loadgen/scheduler.h"
 
+#include "core/error.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -7,6 +9,7 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 namespace fp4moe::loadgen {
@@ -49,17 +52,26 @@ private:
 };
 
 // Sends `n` requests through `workers` threads; `arrival_gap` returns the wait after releasing request i (<= 0: none).
-std::vector<request_result> dispatch(std::size_t n, std::size_t workers, const std::function<double()> &arrival_gap,
+// `workers` is lowered to the threads the system would give (an unlimited burst of many thousands of requests can
+// exceed them); at least one must start.
+std::vector<request_result> dispatch(std::size_t n, std::size_t &workers, const std::function<double()> &arrival_gap,
                                      const std::function<request_result(std::size_t, clock::time_point)> &one,
                                      clock::time_point run_start) {
     std::vector<request_result> out(n);
     release_queue q;
     std::vector<std::thread> pool;
     pool.reserve(workers);
-    for (std::size_t w = 0; w < workers; ++w)
-        pool.emplace_back([&] {
-            for (std::size_t i; q.pop(i);) out[i] = one(i, run_start);
-        });
+    for (std::size_t w = 0; w < workers; ++w) {
+        try {
+            pool.emplace_back([&] {
+                for (std::size_t i; q.pop(i);) out[i] = one(i, run_start);
+            });
+        } catch (const std::system_error &) {
+            if (pool.empty()) fail(status_code::internal, "cannot start a request thread");
+            workers = pool.size();
+            break;
+        }
+    }
     auto next = run_start;
     for (std::size_t i = 0; i < n; ++i) {
         q.push(i);
@@ -74,10 +86,8 @@ std::vector<request_result> dispatch(std::size_t n, std::size_t workers, const s
     return out;
 }
 
-} // namespace
-
-result<run_outcome> run_schedule(const std::vector<bench_prompt> &prompts, const schedule_options &o,
-                                 numpy_legacy_rng arrivals, const send_fn &send) {
+result<run_outcome> run_checked(const std::vector<bench_prompt> &prompts, const schedule_options &o,
+                                numpy_legacy_rng arrivals, const send_fn &send) {
     if (prompts.empty()) return status(status_code::invalid_argument, "no prompts to send");
     if (!(o.request_rate > 0))
         return status(status_code::invalid_argument,
@@ -95,9 +105,10 @@ result<run_outcome> run_schedule(const std::vector<bench_prompt> &prompts, const
         const auto &first = prompts.front();
         const auto out_len = std::min<std::int64_t>(first.output_len, 32);
         const auto n = static_cast<std::size_t>(o.warmup_requests);
+        std::size_t workers = std::min(n, limit);
         auto warm = dispatch(
-            n, std::min(n, limit), [] { return 0.0; },
-            [&](std::size_t, clock::time_point t0) { return send(first, out_len, t0); }, clock::now());
+            n, workers, [] { return 0.0; }, [&](std::size_t, clock::time_point t0) { return send(first, out_len, t0); },
+            clock::now());
         const auto ok = std::count_if(warm.begin(), warm.end(), [](const request_result &x) { return x.success; });
         r.warmup_failed = static_cast<int>(n) - static_cast<int>(ok);
         if (ok == 0)
@@ -111,11 +122,24 @@ result<run_outcome> run_schedule(const std::vector<bench_prompt> &prompts, const
     const double mean_gap = burst ? 0.0 : 1.0 / o.request_rate;
     const auto n = prompts.size();
     const auto start = clock::now();
+    std::size_t workers = std::min(n, limit);
     r.outputs = dispatch(
-        n, std::min(n, limit), [&] { return burst ? 0.0 : arrivals.exponential(mean_gap); },
+        n, workers, [&] { return burst ? 0.0 : arrivals.exponential(mean_gap); },
         [&](std::size_t i, clock::time_point t0) { return send(prompts[i], prompts[i].output_len, t0); }, start);
     r.duration_s = std::chrono::duration<double>(clock::now() - start).count();
+    r.workers = static_cast<int>(workers);
     return r;
+}
+
+} // namespace
+
+result<run_outcome> run_schedule(const std::vector<bench_prompt> &prompts, const schedule_options &o,
+                                 numpy_legacy_rng arrivals, const send_fn &send) {
+    try {
+        return run_checked(prompts, o, arrivals, send);
+    } catch (const error &e) {
+        return e.to_status();
+    }
 }
 
 } // namespace fp4moe::loadgen

@@ -39,10 +39,13 @@ struct run_outcome {
     std::vector<request_result> outputs; ///< in dataset order, failed ones included
     double duration_s = 0;
     int warmup_failed = 0; ///< warmup requests that failed (some may fail when at least one succeeded)
+    int workers = 0;       ///< requests that could be in flight at once: min(N, limit), or fewer threads if the
+                           ///< system refused more (reported by the caller)
 };
 
 /// Runs the pass. `arrivals` draws the gaps (pass the dataset generator's state, as sglang's global generator).
-/// Errors: invalid_argument for a bad option, internal when every warmup request failed (the first error inside).
+/// Errors: invalid_argument for a bad option, internal when every warmup request failed (the first error inside)
+/// or when not even one request thread can start.
 result<run_outcome> run_schedule(const std::vector<bench_prompt> &prompts, const schedule_options &o,
                                  numpy_legacy_rng arrivals, const send_fn &send);
 

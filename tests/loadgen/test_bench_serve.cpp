@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <thread>
 
 namespace fp4moe::loadgen {
@@ -31,6 +32,7 @@ struct fake_server {
     std::atomic<int> bad_bodies{0};
 
     fake_server() {
+        std::signal(SIGPIPE, SIG_IGN); // as the CLI does: a closed socket fails a request, not the process
         svr.new_task_queue = [] { return new httplib::ThreadPool(64); };
         svr.Get("/v1/models", [this](const httplib::Request &req, httplib::Response &res) {
             if (!authorized(req, res)) return;
