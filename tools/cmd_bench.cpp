@@ -1,6 +1,9 @@
 // `fp4moe bench moe`: times the whole MoE block per (runner, tactic, T) against the floor measured in the
 // same run (src/backend/cpu/bench_moe_cpu.h); prints a table, optionally writes JSON, CSV, markdown, SVG.
 #include "backend/cpu/bench_moe_cpu.h"
+#if defined(FP4MOE_WITH_CUDA)
+#include "bench_moe_cuda.h"
+#endif
 #include "commands.h"
 #include "moe/bench_report.h"
 #include "moe/shapes.h"
@@ -22,6 +25,7 @@ struct bench_moe_opts {
     std::string tactics = "all";
     bool no_auto = false;
     std::string weights = "nvfp4", layout = "permuted";
+    std::string device = "cpu";
     std::string json, csv, md, plot;
     moe_bench_options b;
 };
@@ -75,7 +79,12 @@ int run_bench_moe(bench_moe_opts &o, const std::string &command) {
     b.auto_row = !o.no_auto;
     b.command = command;
 
-    auto rep = cpu::run_moe_bench(b);
+    result<moe_bench_report> rep = status{status_code::unsupported, "this fp4moe was built without CUDA"};
+    if (o.device == "cpu") rep = cpu::run_moe_bench(b);
+#if defined(FP4MOE_WITH_CUDA)
+    else
+        rep = cuda::run_moe_bench_cuda(b);
+#endif
     if (!rep.ok()) return fail(rep.get_status().message());
     fmt::print("{}", moe_bench_table(rep.value()));
     bool ok = true;
@@ -102,7 +111,7 @@ void register_bench_moe(CLI::App &bench, command_registry &reg, int argc, char *
     cmd->add_option("--top-k", o->top_k, "Custom shape: experts per token k");
     cmd->add_option("--shared", o->shared, "Custom shape: shared-expert slots S (S > 0: sigmoid + bias routing)");
     cmd->add_option("--tokens", o->tokens, "Comma-separated token counts T")->capture_default_str();
-    cmd->add_option("--runners", o->runners, "'all' or comma-separated runner names (cpu.ref, cpu.fast)")
+    cmd->add_option("--runners", o->runners, "'all' or comma-separated runner names (cpu.ref, cpu.fast; cuda.decode)")
         ->capture_default_str();
     cmd->add_option("--tactics", o->tactics, "'all' (a row per tactic) or 'default' (tactic 0 only)")
         ->check(CLI::IsMember({"all", "default"}))
@@ -118,6 +127,9 @@ void register_bench_moe(CLI::App &bench, command_registry &reg, int argc, char *
         ->capture_default_str();
     cmd->add_option("--layout", o->layout, "Plan layout")
         ->check(CLI::IsMember({"permuted", "masked"}))
+        ->capture_default_str();
+    cmd->add_option("--device", o->device, "Where to run: cpu (cpu.ref, cpu.fast) or cuda (cuda.decode, GPU 0)")
+        ->check(CLI::IsMember({"cpu", "cuda"}))
         ->capture_default_str();
     cmd->add_option("--threads", o->b.threads, "CPU threads (0 = all)")->capture_default_str();
     cmd->add_option("--warmup", o->b.warmup, "Untimed runs per row")->capture_default_str();

@@ -156,9 +156,12 @@ struct moe_device {
 struct moe_args {
     const bf16_t *x = nullptr;      ///< [T, H] activations
     bf16_t *out = nullptr;          ///< [T, H] result (overwritten)
-    const moe_weights *w = nullptr; ///< the layer's weights (in the runner's prepared form for GPU runners)
+    const moe_weights *w = nullptr; ///< the layer's weights in the checkpoint layout (CPU runners)
     void *workspace = nullptr;      ///< at least runner.workspace_size(desc, plan.max_tokens) bytes
     std::size_t workspace_bytes = 0;
+    /// GPU runners: the layer's weights as the runner prepared them on its device (cuda.decode: a
+    /// cuda::gpu_moe_weights from src/backend/cuda/moe_gpu.h); CPU runners ignore it.
+    const void *device_weights = nullptr;
 };
 
 /// Computes gate_up GEMM -> SiLU*up -> down GEMM -> weighted combine for a plan (design.md "MoE runners").

@@ -1,0 +1,69 @@
+// Launchers of the cuda.decode MoE runner (moe_decode.cu): NVFP4 experts in the mma_pack layout, bf16
+// activations, tensor-core mma.m16n8k16 with fp32 accumulation, for any token count (fast for small ones).
+//
+// One run, after routing and the plan (moe_route.h) are on the device:
+//   groups    one CTA: per expert ceil(counts / 8) token tiles of 8 rows, grouped by `nt` tiles; the list of
+//             (expert, first tile) work groups and each expert's padded row offset.
+//   gate_up   grid (16-row weight tiles / tiles per CTA, groups bound): dequantize in registers, mma, SiLU(gate)
+//             * up in the epilogue (gate and up rows interleaved per tile), bf16 act rows.
+//   down      same shape over H rows; epilogue applies the global scale and the router weight and writes an
+//             fp32 row per (token, slot) pair.
+//   combine   out[t] = bf16(sum over slots in slot order): deterministic.
+// Everything runs on `stream` without host synchronization or allocation (graph-capturable). Grids come from
+// host upper bounds; blocks past the device-side group count exit at once.
+//
+// Host-includable: only cuda_runtime_api.h types; bf16 tensors are uint16 bit patterns.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace fp4moe::cuda {
+
+/// Repacked weights of one layer on the device (num_experts = routed + shared slots, experts contiguous).
+struct decode_weights {
+    const std::uint8_t *gate_up_q = nullptr; ///< [NE][tiles_gu * ksteps_gu * 512]
+    const std::uint8_t *gate_up_s = nullptr; ///< [NE][tiles_gu * ksteps_gu * 64]
+    const std::uint8_t *down_q = nullptr;    ///< [NE][tiles_down * ksteps_down * 512]
+    const std::uint8_t *down_s = nullptr;    ///< [NE][tiles_down * ksteps_down * 64]
+    const float *gs_gate = nullptr;          ///< [NE] global scales (weight_scale_2)
+    const float *gs_up = nullptr;            ///< [NE]
+    const float *gs_down = nullptr;          ///< [NE]
+    int tiles_gu = 0, ksteps_gu = 0;         ///< ceil(I / 8), ceil(H / 64)
+    int tiles_down = 0, ksteps_down = 0;     ///< ceil(H / 16), ceil(I / 64)
+};
+
+/// One batch: activations, the device plan, and scratch (sizes from moe_decode_workspace).
+struct decode_batch {
+    int hidden = 0, inter = 0;                  ///< H, I (multiples of 16)
+    int num_experts = 0;                        ///< E + S (<= 1024)
+    int slots = 0;                              ///< k + S
+    int tokens = 0;                             ///< T of this batch
+    int max_tokens = 0;                         ///< the plan's capacity (masked layout row stride)
+    bool masked = false;                        ///< rows from masked_pairs instead of perm
+    const std::uint16_t *x = nullptr;           ///< [T, H] bf16
+    std::uint16_t *out = nullptr;               ///< [T, H] bf16
+    const std::int32_t *topk_ids = nullptr;     ///< [T * slots]; a token whose first id is -1 gets NaN output
+    const float *topk_weights = nullptr;        ///< [T * slots]
+    const std::int32_t *counts = nullptr;       ///< [NE]
+    const std::int32_t *offsets = nullptr;      ///< [NE + 1] (permuted)
+    const std::int32_t *perm = nullptr;         ///< [T * slots] (permuted)
+    const std::int32_t *masked_pairs = nullptr; ///< [NE * max_tokens] (masked)
+    void *workspace = nullptr;                  ///< moe_decode_workspace(...) bytes, 256-byte aligned
+};
+
+/// A variant: `nt` token tiles of 8 per warp (1, 2, 4), `ksplit` warps sharing one weight tile's K (1, 2, 4).
+struct decode_tactic {
+    int nt = 1;
+    int ksplit = 1;
+};
+
+/// Scratch bytes for batches up to `max_tokens` tokens (any tactic).
+std::size_t moe_decode_workspace(int hidden, int inter, int num_experts, int slots, int max_tokens);
+
+/// Launches groups, gate_up, down and combine. cudaErrorInvalidValue (nothing launched) for bad sizes or an
+/// unknown tactic. T = 0 launches nothing.
+cudaError_t moe_decode_run(const decode_weights &w, const decode_batch &b, decode_tactic t, cudaStream_t stream);
+
+} // namespace fp4moe::cuda

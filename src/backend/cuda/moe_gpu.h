@@ -1,0 +1,68 @@
+// The MoE layer on a CUDA device: weights uploaded in the runners' layout, the `cuda.decode` runner behind the
+// moe_runner interface, and the whole layer (router -> top-k -> plan -> experts -> combine) as one stream of
+// kernels with no host synchronization, so it can be captured in a CUDA graph.
+#pragma once
+
+#include "fp4moe/moe.h"
+#include "kernels/moe_decode.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+
+namespace fp4moe::cuda {
+
+/// One layer's weights on the device: router (fp32), correction bias, and the experts (routed, then shared
+/// slots) repacked by mma_pack. Owns one device allocation.
+class gpu_moe_weights {
+public:
+    /// Repacks and uploads `w` (NVFP4 only) to the current device. Errors name the expert and matrix (a NaN
+    /// scale, a shape that does not match `d`), or the CUDA failure.
+    static result<std::unique_ptr<gpu_moe_weights>> upload(const moe_desc &d, const moe_weights &w);
+    /// Random weights generated on the device in the packed layout (benchmarks: no host pass over gigabytes).
+    /// Scales 0.25..4, global scale 1e-3, router N(0, 1/H)-like, bias small. `seed` varies the values.
+    static result<std::unique_ptr<gpu_moe_weights>> random(const moe_desc &d, std::uint64_t seed, cudaStream_t stream);
+
+    gpu_moe_weights(const gpu_moe_weights &) = delete;
+    gpu_moe_weights &operator=(const gpu_moe_weights &) = delete;
+    ~gpu_moe_weights();
+
+    const decode_weights &decode() const { return dw_; }
+    const float *router() const { return router_; }
+    const float *bias() const { return bias_; }
+    std::size_t bytes() const { return bytes_; }
+
+private:
+    gpu_moe_weights() = default;
+    static result<std::unique_ptr<gpu_moe_weights>> allocate(const moe_desc &d);
+    void *mem_ = nullptr;
+    std::size_t bytes_ = 0;
+    decode_weights dw_;
+    float *router_ = nullptr, *bias_ = nullptr;
+};
+
+/// Device buffers of the layer forward for batches up to `max_tokens` (the plan, logits, the runner's scratch).
+std::size_t gpu_moe_forward_workspace(const moe_desc &d, std::int64_t max_tokens);
+
+/// The whole layer for `tokens` rows of x (device bf16 [T, H]) into out (device bf16 [T, H]) on `stream`:
+/// router logits, top-k per d.routing, plan (d.layout), cuda.decode with tactic `t`. No host sync, no
+/// allocation: capturable in a CUDA graph. Errors only for invalid arguments (checked before any launch) or a
+/// failed launch.
+status gpu_moe_forward(const moe_desc &d, const gpu_moe_weights &w, const bf16_t *x, bf16_t *out, std::int64_t tokens,
+                       std::int64_t max_tokens, void *workspace, decode_tactic t, cudaStream_t stream);
+
+/// Reads the per-expert counts of the last forward from its workspace (synchronizes `stream`; for benchmark
+/// accounting of touched experts).
+result<std::vector<std::int32_t>> gpu_moe_counts(const moe_desc &d, std::int64_t max_tokens, const void *workspace,
+                                                 cudaStream_t stream);
+
+/// The `cuda.decode` runner (tactics: nt x ksplit). run() takes a host plan (it uploads the routing, then runs
+/// the runner's kernels) and a.device_weights = gpu_moe_weights*; a.x, a.out, a.workspace on the device.
+std::unique_ptr<moe_runner> make_decode_runner();
+
+/// The runner's tactic list, in tactic-id order.
+decode_tactic decode_tactic_of(int id);
+int decode_tactic_count();
+
+} // namespace fp4moe::cuda

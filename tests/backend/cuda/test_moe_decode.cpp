@@ -1,0 +1,217 @@
+// cuda.decode against the cpu.ref oracle (fp64): every routing rule, both layouts, T in {1, 2, 3, 7, 16, 64, 255,
+// 1024}, every tactic, experts with no tokens, one hot expert, K not a multiple of 64; outputs and workspace
+// poisoned before each run. The whole layer on the device (router -> top-k -> plan -> runner) against the same
+// oracle, and its CUDA graph replays. Fresh random layers each run (seed printed on failure).
+//
+// Tolerance: the runner rounds SiLU(gate) * up to bf16 before the down GEMM (cpu.ref keeps fp32) and both round
+// the output to bf16: each rounding is a relative error uniform in +-2^-9 (RMS 2^-9 / sqrt(3) = 1.1e-3), the
+// act rounding averages over I terms of random sign, so ||gpu - ref|| / ||ref|| ~ sqrt(3) x 1.1e-3 = 2e-3 at
+// worst with fp32 accumulation-order noise far below. 2^-8 = 3.9e-3 leaves a 2x margin; a wrong tile, scale or
+// row gives errors of order 1.
+#include "../cpu/moe_case.h"
+#include "device.h"
+#include "moe_gpu.h"
+
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+namespace fp4moe::test {
+namespace {
+
+#define SKIP_WITHOUT_GPU()                                                                                             \
+    do {                                                                                                               \
+        if (cuda::device_count() == 0) {                                                                               \
+            (void)cudaGetLastError();                                                                                  \
+            GTEST_SKIP() << "no CUDA device (cudaGetDeviceCount found none): cuda.decode needs an NVIDIA GPU";         \
+        }                                                                                                              \
+    } while (0)
+
+constexpr double kTol = 1.0 / 256;
+
+struct dev_mem {
+    void *p = nullptr;
+    explicit dev_mem(std::size_t n) { FP4MOE_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(n, 1))); }
+    ~dev_mem() { cudaFree(p); }
+    dev_mem(const dev_mem &) = delete;
+    template <typename T>
+    T *as() const {
+        return static_cast<T *>(p);
+    }
+};
+
+moe_desc qwen3_like() {
+    moe_desc d;
+    d.hidden = 272, d.intermediate = 144, d.experts = 16, d.top_k = 4;
+    d.routing.scoring = moe_scoring::softmax;
+    return d;
+}
+moe_desc glm_like() {
+    moe_desc d;
+    d.hidden = 256, d.intermediate = 96, d.experts = 16, d.top_k = 4, d.shared = 1;
+    d.routing.scoring = moe_scoring::sigmoid, d.routing.correction_bias = true;
+    d.routing.routed_scaling_factor = 1.0f;
+    return d;
+}
+moe_desc deepseek_like() {
+    moe_desc d;
+    d.hidden = 320, d.intermediate = 64, d.experts = 32, d.top_k = 4, d.shared = 1;
+    d.routing.scoring = moe_scoring::sigmoid, d.routing.correction_bias = true;
+    d.routing.n_group = 4, d.routing.topk_group = 2, d.routing.routed_scaling_factor = 2.5f;
+    return d;
+}
+
+std::uint32_t fresh_seed() {
+    return std::random_device{}();
+}
+
+// Runs cuda.decode on a host plan with poisoned output and workspace; returns the output as floats.
+std::vector<float> run_gpu(const moe_runner &r, const moe_layer &L, const cuda::gpu_moe_weights &w, const moe_plan &p,
+                           const std::vector<bf16_t> &x, const moe_tactic &t) {
+    const std::int64_t H = L.d.hidden;
+    dev_mem dx(2 * x.size()), dout(2 * p.tokens * H), ws(r.workspace_size(L.d, p.max_tokens));
+    FP4MOE_CUDA_CHECK(cudaMemcpy(dx.p, x.data(), 2 * x.size(), cudaMemcpyHostToDevice));
+    FP4MOE_CUDA_CHECK(cudaMemset(dout.p, kPoison, 2 * p.tokens * H));
+    FP4MOE_CUDA_CHECK(cudaMemset(ws.p, 0xFF, r.workspace_size(L.d, p.max_tokens))); // NaN floats, -1 ints
+    moe_args a;
+    a.x = dx.as<bf16_t>(), a.out = dout.as<bf16_t>(), a.device_weights = &w;
+    a.workspace = ws.p, a.workspace_bytes = r.workspace_size(L.d, p.max_tokens);
+    moe_device dev;
+    dev.cuda = true, dev.cuda_device = 0, dev.name = "gpu";
+    const status st = r.run(L.d, a, p, t, dev);
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    FP4MOE_CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<bf16_t> out(p.tokens * H);
+    FP4MOE_CUDA_CHECK(cudaMemcpy(out.data(), dout.p, 2 * out.size(), cudaMemcpyDeviceToHost));
+    std::vector<float> f(out.size());
+    for (std::size_t i = 0; i < out.size(); ++i) f[i] = bf16_to_float(out[i]);
+    return f;
+}
+
+void check_all_tactics(const moe_desc &base, moe_layout layout, std::int64_t tokens, bool hot) {
+    moe_desc d = base;
+    d.layout = layout;
+    const std::uint32_t seed = fresh_seed();
+    SCOPED_TRACE(::testing::Message() << d.to_string() << " T=" << tokens << (hot ? " hot" : "") << " seed=" << seed);
+    auto L = random_layer(d, seed);
+    auto x = random_x(tokens, d.hidden, seed + 1);
+    if (hot) { // expert 3 wins every token: x[t][0] = 1 and router row 3 = (100, 0, ...); with a correction bias,
+               // bias 10 also wins its group the group selection (group score = top-2 sum of biased scores)
+        for (std::int64_t k = 0; k < d.hidden; ++k) L->router[3 * d.hidden + k] = k == 0 ? 100.0f : 0.0f;
+        if (!L->bias.empty()) L->bias[3] = 10.0f;
+        for (std::int64_t t = 0; t < tokens; ++t) x[t * d.hidden] = float_to_bf16(1.0f);
+    }
+    moe_plan p = route(*L, x, tokens);
+    if (hot) {
+        ASSERT_EQ(p.counts[3], tokens) << "the hot-expert setup did not route every token to expert 3";
+    }
+    auto oracle = cpu::make_ref_runner(true);
+    const auto ref = run_poisoned(*oracle, *L, p, x, {0, "fp64"});
+    auto w = cuda::gpu_moe_weights::upload(d, L->w);
+    ASSERT_TRUE(w.ok()) << w.get_status().to_string();
+    auto r = cuda::make_decode_runner();
+    for (const auto &t : r->tactics(d)) {
+        const auto got = run_gpu(*r, *L, *w.value(), p, x, t);
+        EXPECT_EQ(first_non_finite(got), -1) << t.name;
+        EXPECT_LT(normalized_error(got, ref), kTol) << t.name;
+    }
+}
+
+class DecodeRunner : public ::testing::TestWithParam<std::tuple<int, moe_layout>> {};
+
+TEST_P(DecodeRunner, MatchesOracleForEveryTokenCountAndTactic) {
+    SKIP_WITHOUT_GPU();
+    const auto [rule, layout] = GetParam();
+    const moe_desc d = rule == 0 ? qwen3_like() : rule == 1 ? glm_like() : deepseek_like();
+    for (std::int64_t T : {1, 2, 3, 7, 16, 64, 255, 1024}) check_all_tactics(d, layout, T, false);
+}
+
+TEST_P(DecodeRunner, OneHotExpert) {
+    SKIP_WITHOUT_GPU();
+    const auto [rule, layout] = GetParam();
+    const moe_desc d = rule == 0 ? qwen3_like() : rule == 1 ? glm_like() : deepseek_like();
+    check_all_tactics(d, layout, 255, true);
+}
+
+INSTANTIATE_TEST_SUITE_P(Rules, DecodeRunner,
+                         ::testing::Combine(::testing::Values(0, 1, 2),
+                                            ::testing::Values(moe_layout::permuted, moe_layout::masked)));
+
+TEST(DecodeRunner, RefusesBf16AndMissingWeights) {
+    auto r = cuda::make_decode_runner();
+    moe_desc d = glm_like();
+    moe_device gpu;
+    gpu.cuda = true;
+    EXPECT_TRUE(r->supports(d, gpu));
+    EXPECT_FALSE(r->supports(d, moe_device{}));
+    d.weights = moe_weight_format::bf16;
+    EXPECT_FALSE(r->supports(d, gpu));
+    d.weights = moe_weight_format::nvfp4;
+    moe_plan p(d, 1);
+    moe_args a;
+    const status st = r->run(d, a, p, {0, ""}, gpu);
+    EXPECT_FALSE(st.ok());
+    EXPECT_NE(st.message().find("device weights"), std::string::npos) << st.message();
+}
+
+// The whole layer on the device, routing included, against routing + cpu.ref on the CPU; then as a graph.
+TEST(DecodeLayer, DeviceRoutingAndGraphReplayMatchOracle) {
+    SKIP_WITHOUT_GPU();
+    for (int rule = 0; rule < 3; ++rule)
+        for (auto layout : {moe_layout::permuted, moe_layout::masked})
+            for (std::int64_t T : {1, 7, 64}) {
+                moe_desc d = rule == 0 ? qwen3_like() : rule == 1 ? glm_like() : deepseek_like();
+                d.layout = layout;
+                const std::uint32_t seed = fresh_seed();
+                SCOPED_TRACE(::testing::Message() << d.to_string() << " T=" << T << " seed=" << seed);
+                auto L = random_layer(d, seed);
+                auto x = random_x(T, d.hidden, seed + 1);
+                moe_plan p = route(*L, x, T);
+                auto oracle = cpu::make_ref_runner(true);
+                const auto ref = run_poisoned(*oracle, *L, p, x, {0, "fp64"});
+                auto w = cuda::gpu_moe_weights::upload(d, L->w);
+                ASSERT_TRUE(w.ok()) << w.get_status().to_string();
+                const std::int64_t cap = 64;
+                dev_mem dx(2 * T * d.hidden), dout(2 * T * d.hidden), ws(cuda::gpu_moe_forward_workspace(d, cap));
+                FP4MOE_CUDA_CHECK(cudaMemcpy(dx.p, x.data(), 2 * x.size(), cudaMemcpyHostToDevice));
+                cudaStream_t s;
+                FP4MOE_CUDA_CHECK(cudaStreamCreate(&s));
+                for (int pass = 0; pass < 3; ++pass) { // 0: eager; 1, 2: graph replays
+                    FP4MOE_CUDA_CHECK(cudaMemset(dout.p, kPoison, 2 * T * d.hidden));
+                    FP4MOE_CUDA_CHECK(cudaMemset(ws.p, 0xFF, cuda::gpu_moe_forward_workspace(d, cap)));
+                    if (pass == 0) {
+                        const status st = cuda::gpu_moe_forward(d, *w.value(), dx.as<bf16_t>(), dout.as<bf16_t>(), T,
+                                                                cap, ws.p, cuda::decode_tactic_of(0), s);
+                        ASSERT_TRUE(st.ok()) << st.to_string();
+                    } else {
+                        cudaGraph_t g;
+                        cudaGraphExec_t ge;
+                        FP4MOE_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+                        const status st = cuda::gpu_moe_forward(d, *w.value(), dx.as<bf16_t>(), dout.as<bf16_t>(), T,
+                                                                cap, ws.p, cuda::decode_tactic_of(4), s);
+                        FP4MOE_CUDA_CHECK(cudaStreamEndCapture(s, &g));
+                        ASSERT_TRUE(st.ok()) << st.to_string();
+                        FP4MOE_CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
+                        FP4MOE_CUDA_CHECK(cudaGraphLaunch(ge, s));
+                        FP4MOE_CUDA_CHECK(cudaGraphExecDestroy(ge));
+                        FP4MOE_CUDA_CHECK(cudaGraphDestroy(g));
+                    }
+                    FP4MOE_CUDA_CHECK(cudaStreamSynchronize(s));
+                    auto counts = cuda::gpu_moe_counts(d, cap, ws.p, s);
+                    ASSERT_TRUE(counts.ok());
+                    EXPECT_EQ(counts.value(), p.counts) << "device routing chose other experts (pass " << pass << ")";
+                    std::vector<bf16_t> out(T * d.hidden);
+                    FP4MOE_CUDA_CHECK(cudaMemcpy(out.data(), dout.p, 2 * out.size(), cudaMemcpyDeviceToHost));
+                    std::vector<float> got(out.size());
+                    for (std::size_t i = 0; i < out.size(); ++i) got[i] = bf16_to_float(out[i]);
+                    EXPECT_EQ(first_non_finite(got), -1) << "pass " << pass;
+                    EXPECT_LT(normalized_error(got, ref), kTol) << "pass " << pass;
+                }
+                FP4MOE_CUDA_CHECK(cudaStreamDestroy(s));
+            }
+}
+
+} // namespace
+} // namespace fp4moe::test
