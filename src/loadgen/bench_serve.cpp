@@ -93,11 +93,22 @@ result<bench_serve_result> run_bench_serve(const bench_serve_options &o,
     meta.seed = o.seed;
     meta.warmup_requests = o.warmup_requests;
 
-    auto models = http_get(o.ep, "/v1/models", o.api_key);
-    if (!models.ok())
-        return status(models.get_status().code(),
-                      fmt::format("cannot query the server: {}", models.get_status().message()));
-    meta.models_json = models.value();
+    // /v1/models: reachability, the served name and the tokenizer's location. A server without the route (a bare
+    // /generate server) is still measurable when --tokenizer (and, for openai, --model) say what it would.
+    int models_http = 0;
+    auto models = http_get(o.ep, "/v1/models", o.api_key, 10, &models_http);
+    if (!models.ok()) {
+        const bool auth = models_http == 401 || models_http == 403;
+        const bool can_go_on = models_http != 0 && !auth && !o.tokenizer.empty() &&
+                               (o.backend == backend_kind::sglang || !o.model.empty());
+        if (!can_go_on)
+            return status(models.get_status().code(),
+                          fmt::format("cannot query the server: {}{}", models.get_status().message(),
+                                      auth ? " (--api-key or $OPENAI_API_KEY)" : ""));
+        print(fmt::format("note: {}; going on with --tokenizer {}\n", models.get_status().message(), o.tokenizer));
+    } else {
+        meta.models_json = models.value();
+    }
     std::string served_id;
     const auto candidates = model_entries(meta.models_json, served_id);
     for (const char *path : {"/server_info", "/get_server_info"}) {

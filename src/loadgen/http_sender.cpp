@@ -189,8 +189,9 @@ request_result send_request(const endpoint &ep, const sender_options &o, const b
     return r;
 }
 
-result<std::string> http_get(const endpoint &ep, const std::string &path, const std::string &api_key,
-                             double timeout_s) {
+result<std::string> http_get(const endpoint &ep, const std::string &path, const std::string &api_key, double timeout_s,
+                             int *http_status) {
+    if (http_status) *http_status = 0;
     const std::string url = fmt::format("http://{}:{}{}{}", ep.host, ep.port, ep.prefix, path);
     try {
         httplib::Client cli(ep.host, ep.port);
@@ -202,6 +203,7 @@ result<std::string> http_get(const endpoint &ep, const std::string &path, const 
             return status(
                 status_code::unsupported,
                 fmt::format("GET {}: {} (is the server running? --url / --host / --port)", url, describe(res.error())));
+        if (http_status) *http_status = res->status;
         if (res->status != 200)
             return status(status_code::invalid_argument,
                           fmt::format("GET {}: HTTP {} {}", url, res->status, res->body));

@@ -49,8 +49,9 @@ request_result send_request(const endpoint &ep, const sender_options &o, const b
                             std::chrono::steady_clock::time_point run_start);
 
 /// GET {base}{path}: the body when the status is 200; otherwise an error naming the URL, the status and the body
-/// (unavailable when the server cannot be reached at all).
+/// (code unsupported when the server cannot be reached at all). `http_status` (may be null) receives the HTTP
+/// status, 0 when none arrived.
 result<std::string> http_get(const endpoint &ep, const std::string &path, const std::string &api_key,
-                             double timeout_s = 10);
+                             double timeout_s = 10, int *http_status = nullptr);
 
 } // namespace fp4moe::loadgen

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <sys/socket.h>
 #include <thread>
 
 namespace fp4moe::loadgen {
@@ -36,13 +37,27 @@ struct fake_server {
         svr.new_task_queue = [] { return new httplib::ThreadPool(64); };
         svr.Get("/v1/models", [this](const httplib::Request &req, httplib::Response &res) {
             if (!authorized(req, res)) return;
+            if (no_models) {
+                res.status = 404;
+                res.set_content("no such route", "text/plain");
+                return;
+            }
             nlohmann::json j = {{"object", "list"}, {"data", {{{"id", test::tokenizer_dir()}, {"object", "model"}}}}};
             res.set_content(j.dump(), "application/json");
         });
         svr.Post("/generate", [this](const httplib::Request &req, httplib::Response &res) { serve(req, res, true); });
         svr.Post("/v1/completions",
                  [this](const httplib::Request &req, httplib::Response &res) { serve(req, res, false); });
+        // httplib (as Debian builds it) listens with a backlog of 5: a burst of 8 connections would see a 1-s SYN
+        // retry. Keep the listening socket and listen() again with a real backlog (Linux updates it).
+        auto listen_fd = std::make_shared<int>(-1);
+        svr.set_socket_options([listen_fd](socket_t sock) {
+            int yes = 1;
+            ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+            *listen_fd = static_cast<int>(sock);
+        });
         port = svr.bind_to_any_port("127.0.0.1");
+        if (*listen_fd >= 0) ::listen(*listen_fd, 256);
         th = std::thread([this] { svr.listen_after_bind(); });
         while (!svr.is_running()) std::this_thread::sleep_for(1ms);
     }
@@ -143,7 +158,7 @@ bench_serve_options options(const fake_server &f) {
 void expect_timing(const bench_metrics &m, const fake_server &f) {
     const double ttft = f.ttft.count(), itl = f.itl.count();
     EXPECT_GE(m.ttft_ms.median, ttft);
-    EXPECT_LT(m.ttft_ms.median, ttft + 40);
+    EXPECT_LT(m.ttft_ms.median, ttft + 60);
     EXPECT_NEAR(m.itl_ms.median, itl, 8);
     EXPECT_NEAR(m.tpot_ms.median, itl, 8);
     EXPECT_GE(m.e2e_ms.median, ttft + 7 * itl);
@@ -279,6 +294,22 @@ TEST(BenchServe, UnreachableServerAndRefusedKeyNameTheUrl) {
     EXPECT_EQ(r3.value().passes[0].metrics.completed, 2);
 }
 
+TEST(BenchServe, ServerWithoutModelsRouteNeedsTokenizer) {
+    fake_server f;
+    f.no_models = true;
+    auto o = options(f);
+    o.num_prompts = 2;
+    auto r = run_bench_serve(o, [](const std::string &) {});
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.get_status().message().find("HTTP 404 no such route"), std::string::npos) << r.get_status().message();
+    o.tokenizer = test::tokenizer_dir();
+    std::string printed;
+    auto r2 = run_bench_serve(o, [&](const std::string &s) { printed += s; });
+    ASSERT_TRUE(r2.ok()) << r2.get_status().to_string();
+    EXPECT_EQ(r2.value().passes[0].metrics.completed, 2);
+    EXPECT_NE(printed.find("going on with --tokenizer"), std::string::npos);
+}
+
 TEST(BenchServe, PoissonArrivalsSpreadTheRequests) {
     fake_server f;
     f.ttft = 5ms;
@@ -300,7 +331,7 @@ TEST(BenchServe, PoissonArrivalsSpreadTheRequests) {
     double arrival = 0;
     for (std::size_t i = 0; i < 20; ++i) {
         EXPECT_GE(p.outputs[i].start_time, arrival - 1e-3) << i;
-        EXPECT_LT(p.outputs[i].start_time, arrival + 0.03) << i;
+        EXPECT_LT(p.outputs[i].start_time, arrival + 0.1) << i;
         arrival += rng.exponential(1.0 / 40);
     }
 }
