@@ -27,6 +27,7 @@ struct fake_server {
     int port = 0;
     std::chrono::milliseconds ttft{60}, itl{20};
     std::string api_key;    ///< required when not empty
+    bool no_models = false; ///< GET /v1/models answers 404 (a bare /generate server)
     int fail_every = 0;     ///< every Nth POST answers 503
     int error_chunk_at = 0; ///< that POST sends an error chunk after its first token
     std::atomic<int> posts{0}, in_flight{0}, max_in_flight{0};
