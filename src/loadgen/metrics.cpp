@@ -19,7 +19,9 @@ double percentile(std::vector<double> v, double p) {
     const auto lo = static_cast<std::size_t>(std::floor(idx));
     const auto hi = std::min(lo + 1, v.size() - 1);
     const double t = idx - static_cast<double>(lo);
-    return v[lo] + (v[hi] - v[lo]) * t;
+    // numpy's _lerp: from the nearer end, so the result is exact at both ends.
+    const double d = v[hi] - v[lo];
+    return t < 0.5 ? v[lo] + d * t : v[hi] - d * (1.0 - t);
 }
 
 stat_summary summarize(const std::vector<double> &v) {

@@ -82,6 +82,19 @@ TEST(Metrics, HandComputedTimeline) {
     EXPECT_EQ(m.errors[0], "2 x POST http://x/generate: HTTP 503 queue full");
 }
 
+TEST(Metrics, SummaryMatchesNumpy) {
+    // np.percentile(v, [50, 90, 95, 99]), np.std(v), np.mean(v) with numpy 2.4.
+    const std::vector<double> v{0.013, 0.5, 0.77, 1.9, 2.25, 3.1};
+    const auto s = summarize(v);
+    EXPECT_DOUBLE_EQ(s.median, 1.335);
+    EXPECT_DOUBLE_EQ(s.p90, 2.675);
+    EXPECT_DOUBLE_EQ(s.p95, 2.8875);
+    EXPECT_DOUBLE_EQ(s.p99, 3.0575);
+    EXPECT_DOUBLE_EQ(s.std, 1.0793687069558555);
+    EXPECT_DOUBLE_EQ(s.mean, 1.4221666666666666);
+    EXPECT_DOUBLE_EQ(s.max, 3.1);
+}
+
 TEST(Metrics, NumpyPercentileAndEmptyLists) {
     EXPECT_DOUBLE_EQ(percentile({4, 1, 3, 2}, 50), 2.5);
     EXPECT_DOUBLE_EQ(percentile({1, 2, 3, 4}, 99), 3.97);
