@@ -257,9 +257,13 @@ std::string sweep_svg(const sweep_meta &m, const std::vector<pass_report> &passe
     double ymax[2] = {0, 0};
     for (const auto &q : pts) ymax[0] = std::max(ymax[0], q.tput), ymax[1] = std::max(ymax[1], q.tpot);
     for (double &y : ymax) {
-        // A round axis end: 1, 2 or 5 times a power of ten.
+        // A round axis end just above the largest value (its fifths stay readable numbers).
         const double e = std::pow(10.0, std::floor(std::log10(std::max(y, 1e-9))));
-        y = y <= e ? e : y <= 2 * e ? 2 * e : y <= 5 * e ? 5 * e : 10 * e;
+        for (double step : {1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0})
+            if (y <= step * e) {
+                y = step * e;
+                break;
+            }
     }
     const auto X = [&](int p, double c) { return lefts[p] + (std::log2(c) - c0) / (c1 - c0) * pw; };
     const auto Y = [&](int p, double v) { return top + ph - v / ymax[p] * ph; };
