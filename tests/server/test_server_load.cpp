@@ -139,18 +139,30 @@ TEST_F(ServerTest, OverloadGets503AndNothingIsLost) {
 
 TEST_F(ServerTest, DisconnectMidStreamAbortsAndFreesKv) {
     start();
-    for (const bool chat : {false, true}) {
+    // What a bystander generates alone; it must not change while other clients hang up around it.
+    const json bystander = greedy_completion("a bystander", 200);
+    const auto alone = post("/v1/completions", bystander);
+    ASSERT_EQ(alone.status, 200);
+    struct variant {
+        const char *what;
+        bool chat;
+        int n;
+    };
+    for (const variant v : {variant{"completion", false, 1}, variant{"chat", true, 1}, variant{"n=3", false, 3}}) {
         const auto before = metrics();
-        json body = chat ? json{{"messages", {{{"role", "user"}, {"content", "talk"}}}}} : json{{"prompt", "talk"}};
+        json body = v.chat ? json{{"messages", {{{"role", "user"}, {"content", "talk"}}}}} : json{{"prompt", "talk"}};
         body["max_tokens"] = 900;
         body["ignore_eos"] = true;
         body["stream"] = true;
+        body["n"] = v.n;
+        http_reply during;
+        std::thread other([&] { during = post("/v1/completions", bystander); });
         httplib::Client c("127.0.0.1", srv_->port());
         c.set_read_timeout(30, 0);
         int chunks = 0;
         httplib::Request req;
         req.method = "POST";
-        req.path = chat ? "/v1/chat/completions" : "/v1/completions";
+        req.path = v.chat ? "/v1/chat/completions" : "/v1/completions";
         req.body = body.dump();
         req.set_header("Content-Type", "application/json");
         req.content_receiver = [&](const char *, std::size_t, std::uint64_t, std::uint64_t) {
@@ -159,14 +171,19 @@ TEST_F(ServerTest, DisconnectMidStreamAbortsAndFreesKv) {
         c.send(req);
         EXPECT_GE(chunks, 4);
         c.stop();
-        const double aborted = before.at("vllm:request_success_total{finished_reason=\"abort\"}") + 1;
+        other.join();
+        // Every choice of the request is aborted, its KV freed, within a few steps.
+        const double aborted = before.at("vllm:request_success_total{finished_reason=\"abort\"}") + v.n;
         EXPECT_TRUE(eventually([&](const auto &m) {
             return m.at("vllm:request_success_total{finished_reason=\"abort\"}") == aborted &&
                    m.at("fp4moe:kv_blocks_used") == 0 && m.at("vllm:num_requests_running") == 0;
-        })) << (chat ? "chat" : "completion");
+        })) << v.what;
         const auto after = metrics();
-        EXPECT_LT(after.at("vllm:generation_tokens_total") - before.at("vllm:generation_tokens_total"), 900)
-            << "the request stopped early";
+        EXPECT_LT(after.at("vllm:generation_tokens_total") - before.at("vllm:generation_tokens_total"), 900 * v.n + 200)
+            << v.what << ": the request stopped early";
+        ASSERT_EQ(during.status, 200) << v.what;
+        EXPECT_EQ(during.j()["choices"][0]["text"], alone.j()["choices"][0]["text"])
+            << v.what << ": a cancellation next to it does not change another request's output";
     }
 }
 
@@ -233,6 +250,14 @@ TEST_F(ServerTest, Soak64ConcurrentStreams) {
                     if (first_error.empty()) first_error = path + ": " + s.substr(0, 300);
                 }
             });
+        // Under this load /health and /metrics still answer promptly (they never wait for the engine loop).
+        {
+            const auto t0 = std::chrono::steady_clock::now();
+            const auto h = get("/health");
+            EXPECT_EQ(h.status, 200);
+            EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s) << "round " << round;
+            EXPECT_EQ(get("/metrics").status, 200);
+        }
         for (auto &t : ts) t.join();
         EXPECT_EQ(errors.load(), 0) << "round " << round << ": " << first_error;
         EXPECT_TRUE(eventually([](const auto &m) {
@@ -245,7 +270,9 @@ TEST_F(ServerTest, Soak64ConcurrentStreams) {
     const long growth = rss_kib() - rss_after_first;
     std::printf("soak: %d rounds x %d streams; RSS after round 1: %ld KiB, growth since: %ld KiB\n", kRounds, kStreams,
                 rss_after_first, growth);
-    EXPECT_LT(growth, 16 * 1024) << "RSS grew by " << growth << " KiB over " << kRounds - 1 << " rounds";
+#if !defined(__SANITIZE_ADDRESS__) // ASan's quarantine keeps freed memory resident by design
+    EXPECT_LT(growth, 8 * 1024) << "RSS grew by " << growth << " KiB over " << kRounds - 1 << " rounds";
+#endif
     const auto m = metrics();
     EXPECT_EQ(m.at("vllm:request_success_total{finished_reason=\"length\"}"), kStreams * kRounds);
     EXPECT_EQ(m.at("vllm:request_success_total{finished_reason=\"abort\"}"), 0);
