@@ -67,6 +67,11 @@ struct fake_server {
         th.join();
     }
 
+    void leave(bool &left) {
+        if (!left) --in_flight;
+        left = true;
+    }
+
     bool authorized(const httplib::Request &req, httplib::Response &res) {
         if (api_key.empty() || req.get_header_value("Authorization") == "Bearer " + api_key) return true;
         res.status = 401;
@@ -107,15 +112,18 @@ struct fake_server {
         for (int m = max_in_flight.load(); now > m && !max_in_flight.compare_exchange_weak(m, now);) {
         }
         auto i = std::make_shared<std::int64_t>(0);
+        auto left = std::make_shared<bool>(false); // leave before the last bytes go out: the client may start
+                                                   // its next request before httplib runs the releaser
         const bool inject = k == error_chunk_at;
         res.set_chunked_content_provider(
             "text/event-stream",
-            [this, i, n, sglang, inject](size_t, httplib::DataSink &sink) {
+            [this, i, n, sglang, inject, left](size_t, httplib::DataSink &sink) {
                 std::this_thread::sleep_for(*i == 0 ? ttft : itl);
                 ++*i;
                 std::string chunk;
                 if (inject && *i == 2) {
                     chunk = "data: {\"error\": {\"message\": \"injected failure\"}}\n\n";
+                    leave(*left);
                     sink.write(chunk.data(), chunk.size());
                     sink.done();
                     return true;
@@ -135,11 +143,12 @@ struct fake_server {
                                  "}}\n\n";
                     chunk += "data: [DONE]\n\n";
                 }
+                if (*i == n) leave(*left);
                 sink.write(chunk.data(), chunk.size());
                 if (*i == n) sink.done();
                 return true;
             },
-            [this](bool) { --in_flight; });
+            [this, left](bool) { leave(*left); });
     }
 };
 
@@ -165,7 +174,7 @@ void expect_timing(const bench_metrics &m, const fake_server &f) {
     EXPECT_GE(m.e2e_ms.median, ttft + 7 * itl);
 }
 
-TEST(BenchServe, SglangSweepAgainstFakeServer) {
+TEST(loadgen_bench_serve, SglangSweepAgainstFakeServer) {
     fake_server f;
     auto o = options(f);
     o.max_concurrency = {2, 8};
@@ -196,7 +205,7 @@ TEST(BenchServe, SglangSweepAgainstFakeServer) {
     EXPECT_EQ(r.value().meta.tokenizer, test::tokenizer_dir()); // found through /v1/models
 }
 
-TEST(BenchServe, OpenaiBackendWithTextPrompts) {
+TEST(loadgen_bench_serve, OpenaiBackendWithTextPrompts) {
     fake_server f;
     f.itl = 15ms;
     auto o = options(f);
@@ -215,7 +224,7 @@ TEST(BenchServe, OpenaiBackendWithTextPrompts) {
     expect_timing(m, f);
 }
 
-TEST(BenchServe, DisableStreamTtftIsTheLatency) {
+TEST(loadgen_bench_serve, DisableStreamTtftIsTheLatency) {
     fake_server f;
     auto o = options(f);
     o.disable_stream = true;
@@ -234,7 +243,7 @@ TEST(BenchServe, DisableStreamTtftIsTheLatency) {
     }
 }
 
-TEST(BenchServe, FailuresAreCountedWithTheirErrors) {
+TEST(loadgen_bench_serve, FailuresAreCountedWithTheirErrors) {
     fake_server f;
     f.fail_every = 4;     // POSTs 4 and 8 (the warmup is POST 1)
     f.error_chunk_at = 6; // POST 6 streams one token, then an error chunk
@@ -257,7 +266,7 @@ TEST(BenchServe, FailuresAreCountedWithTheirErrors) {
     EXPECT_NE(all.find("injected failure"), std::string::npos);
 }
 
-TEST(BenchServe, WarmupFailureStopsWithTheError) {
+TEST(loadgen_bench_serve, WarmupFailureStopsWithTheError) {
     fake_server f;
     f.fail_every = 1;
     auto o = options(f);
@@ -267,7 +276,7 @@ TEST(BenchServe, WarmupFailureStopsWithTheError) {
     EXPECT_NE(r.get_status().message().find("HTTP 503"), std::string::npos);
 }
 
-TEST(BenchServe, UnreachableServerAndRefusedKeyNameTheUrl) {
+TEST(loadgen_bench_serve, UnreachableServerAndRefusedKeyNameTheUrl) {
     int closed_port = 0;
     {
         fake_server f;
@@ -295,7 +304,7 @@ TEST(BenchServe, UnreachableServerAndRefusedKeyNameTheUrl) {
     EXPECT_EQ(r3.value().passes[0].metrics.completed, 2);
 }
 
-TEST(BenchServe, ServerWithoutModelsRouteNeedsTokenizer) {
+TEST(loadgen_bench_serve, ServerWithoutModelsRouteNeedsTokenizer) {
     fake_server f;
     f.no_models = true;
     auto o = options(f);
@@ -311,7 +320,7 @@ TEST(BenchServe, ServerWithoutModelsRouteNeedsTokenizer) {
     EXPECT_NE(printed.find("going on with --tokenizer"), std::string::npos);
 }
 
-TEST(BenchServe, PoissonArrivalsSpreadTheRequests) {
+TEST(loadgen_bench_serve, PoissonArrivalsSpreadTheRequests) {
     fake_server f;
     f.ttft = 5ms;
     f.itl = 1ms;

@@ -22,7 +22,7 @@ using ivec = std::vector<std::int64_t>;
 //   np.random.randint(0, 1000, size=4); [np.random.exponential(1/4.0) for _ in range(3)]
 //   np.random.seed(42); np.random.randint(512, 1025, size=6); np.random.randint(0, 151936, size=3)
 //   np.random.seed(7); np.random.randint(128, 129, size=3); np.random.randint(0, 5, size=5)
-TEST(NumpyRandom, RandintAndExponentialMatchNumpy) {
+TEST(loadgen_numpy_random, RandintAndExponentialMatchNumpy) {
     numpy_legacy_rng r(1);
     EXPECT_EQ(r.randint(1, 129, 8), (ivec{38, 108, 13, 73, 128, 10, 76, 6}));
     EXPECT_EQ(r.randint(1, 65, 8), (ivec{16, 1, 17, 2, 13, 8, 46, 61}));
@@ -40,7 +40,7 @@ TEST(NumpyRandom, RandintAndExponentialMatchNumpy) {
     EXPECT_EQ(r7.randint(0, 5, 5), (ivec{4, 1, 3, 3, 4}));
 }
 
-TEST(RandomLens, SglangDefinition) {
+TEST(loadgen_random_lens, SglangDefinition) {
     // r = 0: uniform on [1, L] (mean (L+1)/2); r = 1: exactly L; r = 0.5: [int(L/2), L].
     numpy_legacy_rng a(1);
     const auto l0 = compute_random_lens(a, 128, 0.0, 20000);
@@ -74,7 +74,7 @@ TEST(RandomLens, SglangDefinition) {
     EXPECT_NE(compute_random_lens(f, 128, 0.0, 20000), l0);
 }
 
-TEST(RandomDataset, TokenIdsFollowSglangRandomIds) {
+TEST(loadgen_random_dataset, TokenIdsFollowSglangRandomIds) {
     random_dataset_options o;
     o.num_prompts = 8;
     o.input_len = 128;
@@ -101,7 +101,7 @@ TEST(RandomDataset, TokenIdsFollowSglangRandomIds) {
     EXPECT_EQ(r.next_uint32(), ref.next_uint32());
 }
 
-TEST(RandomDataset, TextPromptsDecodeTheIds) {
+TEST(loadgen_random_dataset, TextPromptsDecodeTheIds) {
     auto tok = tokenizer::load(test::tokenizer_dir());
     ASSERT_TRUE(tok.ok()) << tok.get_status().to_string();
     auto vocab = hf_base_vocab_size(test::tokenizer_dir());
@@ -125,7 +125,7 @@ TEST(RandomDataset, TextPromptsDecodeTheIds) {
     }
 }
 
-TEST(RandomDataset, BadOptionsNameTheFlag) {
+TEST(loadgen_random_dataset, BadOptionsNameTheFlag) {
     numpy_legacy_rng r(1);
     random_dataset_options o;
     o.token_ids = true;
@@ -151,7 +151,7 @@ std::string write_tmp(const std::string &name, const std::string &text) {
     return p.string();
 }
 
-TEST(JsonlDataset, ReadsTextAndIdPrompts) {
+TEST(loadgen_jsonl_dataset, ReadsTextAndIdPrompts) {
     auto tok = tokenizer::load(test::tokenizer_dir());
     ASSERT_TRUE(tok.ok());
     const auto path = write_tmp("fp4moe_loadgen_ok.jsonl", "{\"prompt\": \"hello world\", \"output_len\": 5}\n"
@@ -177,7 +177,7 @@ TEST(JsonlDataset, ReadsTextAndIdPrompts) {
     EXPECT_EQ(load_jsonl_dataset(o, &tok.value()).value().size(), 2u);
 }
 
-TEST(JsonlDataset, ErrorsNameFileAndLine) {
+TEST(loadgen_jsonl_dataset, ErrorsNameFileAndLine) {
     auto tok = tokenizer::load(test::tokenizer_dir());
     ASSERT_TRUE(tok.ok());
     auto expect_error = [&](const std::string &text, const std::string &needle) {

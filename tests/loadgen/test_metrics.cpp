@@ -41,7 +41,7 @@ std::vector<request_result> timeline() {
     return v;
 }
 
-TEST(Metrics, HandComputedTimeline) {
+TEST(loadgen_metrics, HandComputedTimeline) {
     const auto m = calculate_metrics(timeline(), 3.0, [](const std::string &t) { return std::int64_t(t.size()); });
     EXPECT_EQ(m.completed, 3);
     EXPECT_EQ(m.failed, 2);
@@ -82,7 +82,7 @@ TEST(Metrics, HandComputedTimeline) {
     EXPECT_EQ(m.errors[0], "2 x POST http://x/generate: HTTP 503 queue full");
 }
 
-TEST(Metrics, SummaryMatchesNumpy) {
+TEST(loadgen_metrics, SummaryMatchesNumpy) {
     // np.percentile(v, [50, 90, 95, 99]), np.std(v), np.mean(v) with numpy 2.4.
     const std::vector<double> v{0.013, 0.5, 0.77, 1.9, 2.25, 3.1};
     const auto s = summarize(v);
@@ -95,7 +95,7 @@ TEST(Metrics, SummaryMatchesNumpy) {
     EXPECT_DOUBLE_EQ(s.max, 3.1);
 }
 
-TEST(Metrics, NumpyPercentileAndEmptyLists) {
+TEST(loadgen_metrics, NumpyPercentileAndEmptyLists) {
     EXPECT_DOUBLE_EQ(percentile({4, 1, 3, 2}, 50), 2.5);
     EXPECT_DOUBLE_EQ(percentile({1, 2, 3, 4}, 99), 3.97);
     EXPECT_DOUBLE_EQ(percentile({7}, 99), 7);
@@ -125,7 +125,7 @@ pass_report report() {
     return p;
 }
 
-TEST(Report, BlockInSglangLayout) {
+TEST(loadgen_report, BlockInSglangLayout) {
     const auto s = format_result_block(report());
     std::vector<std::string> labels;
     std::istringstream in(s);
@@ -159,7 +159,7 @@ TEST(Report, BlockInSglangLayout) {
     EXPECT_EQ(python_float(0.5), "0.5");
 }
 
-TEST(Report, OutputFileLineKeysAndInfinity) {
+TEST(loadgen_report, OutputFileLineKeysAndInfinity) {
     const auto line = output_file_line(report(), true);
     EXPECT_NE(line.find("\"request_rate\":Infinity"), std::string::npos);
     // Python reads Infinity; nlohmann does not: swap it for null to read the rest.
@@ -190,7 +190,7 @@ TEST(Report, OutputFileLineKeysAndInfinity) {
     EXPECT_EQ(line.back(), '\n');
 }
 
-TEST(Report, SweepJsonMarkdownSvg) {
+TEST(loadgen_report, SweepJsonMarkdownSvg) {
     sweep_meta m;
     m.command = "fp4moe bench serve";
     m.models_json = "{\"data\": [{\"id\": \"tiny\"}]}";

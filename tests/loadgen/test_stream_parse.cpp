@@ -7,7 +7,7 @@
 namespace fp4moe::loadgen {
 namespace {
 
-TEST(LineSplitter, AnyReadBoundaries) {
+TEST(loadgen_line_splitter, AnyReadBoundaries) {
     const std::string stream = "data: a\n\ndata: bb\r\ndata: [DONE]\n\nlast";
     for (std::size_t cut = 1; cut < stream.size(); ++cut) {
         line_splitter s;
@@ -25,7 +25,7 @@ std::string sg(const std::string &text, int n) {
     return "data: {\"text\": \"" + text + "\", \"meta_info\": {\"completion_tokens\": " + std::to_string(n) + "}}\n\n";
 }
 
-TEST(SglangStream, TtftItlSplitOverCoalescedTokens) {
+TEST(loadgen_sglang_stream, TtftItlSplitOverCoalescedTokens) {
     request_result r;
     r.output_len = 99; // requested; replaced by the server's count
     stream_accumulator acc(backend_kind::sglang, r);
@@ -48,7 +48,7 @@ TEST(SglangStream, TtftItlSplitOverCoalescedTokens) {
     EXPECT_EQ(r.chunk_times, (std::vector<double>{0.5, 0.6, 1.0, 1.3}));
 }
 
-TEST(SglangStream, ChunksSplitAcrossReads) {
+TEST(loadgen_sglang_stream, ChunksSplitAcrossReads) {
     const std::string all = sg("x", 1) + sg("xy", 2) + "data: [DONE]\n\n";
     for (std::size_t cut = 1; cut < all.size(); ++cut) {
         request_result r;
@@ -63,7 +63,7 @@ TEST(SglangStream, ChunksSplitAcrossReads) {
     }
 }
 
-TEST(SglangStream, EmptyTextChunksAreNotTokens) {
+TEST(loadgen_sglang_stream, EmptyTextChunksAreNotTokens) {
     request_result r;
     stream_accumulator acc(backend_kind::sglang, r);
     ASSERT_TRUE(acc.on_bytes("data: {\"text\": \"\", \"meta_info\": {\"completion_tokens\": 0}}\n", 0.2).ok());
@@ -72,7 +72,7 @@ TEST(SglangStream, EmptyTextChunksAreNotTokens) {
     EXPECT_DOUBLE_EQ(r.ttft, 0.3);
 }
 
-TEST(SglangStream, ErrorChunkFailsTheRequest) {
+TEST(loadgen_sglang_stream, ErrorChunkFailsTheRequest) {
     request_result r;
     stream_accumulator acc(backend_kind::sglang, r);
     ASSERT_TRUE(acc.on_bytes(sg("a", 1), 0.1).ok());
@@ -86,7 +86,7 @@ TEST(SglangStream, ErrorChunkFailsTheRequest) {
     EXPECT_NE(st2.message().find("boom"), std::string::npos);
 }
 
-TEST(SglangStream, MalformedChunksFail) {
+TEST(loadgen_sglang_stream, MalformedChunksFail) {
     for (const std::string bad : {"data: {not json\n", "data: [1, 2]\n", "data: {\"text\": \"a\"}\n",
                                   "data: {\"text\": \"a\", \"meta_info\": {\"completion_tokens\": \"x\"}}\n"}) {
         request_result r;
@@ -110,7 +110,7 @@ std::string oa(const std::string &text) {
            "\", \"finish_reason\": null}]}\n\n";
 }
 
-TEST(OpenaiStream, OneItlPerChunkAndUsage) {
+TEST(loadgen_openai_stream, OneItlPerChunkAndUsage) {
     request_result r;
     r.output_len = 16; // requested
     stream_accumulator acc(backend_kind::openai, r);
@@ -133,7 +133,7 @@ TEST(OpenaiStream, OneItlPerChunkAndUsage) {
     EXPECT_DOUBLE_EQ(r.latency, 1.0);
 }
 
-TEST(OpenaiStream, NoUsageKeepsRequestedLength) {
+TEST(loadgen_openai_stream, NoUsageKeepsRequestedLength) {
     request_result r;
     r.output_len = 16;
     stream_accumulator acc(backend_kind::openai, r);
@@ -142,7 +142,7 @@ TEST(OpenaiStream, NoUsageKeepsRequestedLength) {
     EXPECT_EQ(r.output_len, 16);
 }
 
-TEST(OpenaiStream, ErrorChunkAndSplitReads) {
+TEST(loadgen_openai_stream, ErrorChunkAndSplitReads) {
     const std::string all =
         oa("a") + "data: {\"error\": {\"message\": \"engine failed\", \"type\": \"server_error\"}}\n";
     for (std::size_t cut = 1; cut < all.size(); ++cut) {
