@@ -62,7 +62,11 @@ protected:
     void start(engine_options eo = default_engine(), server::server_options so = default_server()) {
         auto e = engine::create(tiny_.model->get(), tiny_.tok, eo);
         ASSERT_TRUE(e.ok()) << e.get_status().to_string();
-        eng_ = std::move(e.value());
+        serve(std::move(e.value()), so);
+    }
+    /// Serves an engine the test built itself (e.g. on a wrapped step_model).
+    void serve(std::unique_ptr<engine> e, server::server_options so = default_server()) {
+        eng_ = std::move(e);
         so.model_path = tiny_.dir;
         auto s = server::http_server::create(*eng_, *tiny_.tok, so);
         ASSERT_TRUE(s.ok()) << s.get_status().to_string();
