@@ -73,6 +73,45 @@ def request(url, path, body=None, timeout=30):
         return status, raw
 
 
+def sglang_bench_parse(url, prompt, output_len):
+    """The streaming parse of sglang.bench_serving's async_request_sglang_generate (--backend sglang), line for
+    line over urllib instead of aiohttp: (success, generated_text, output_len, number of ITL entries)."""
+    payload = {"text": prompt, "sampling_params": {"temperature": 0.0, "max_new_tokens": output_len,
+                                                   "ignore_eos": True},
+               "stream": True, "lora_path": None, "return_logprob": False, "logprob_start_len": -1}
+    req = urllib.request.Request(url + "/generate", data=json.dumps(payload).encode(),
+                                 headers={"Content-Type": "application/json"})
+    generated_text, ttft, itl, last_output_len, out_len = "", 0.0, [], 0, output_len
+    st = time.perf_counter()
+    most_recent = st
+    with urllib.request.urlopen(req, timeout=60) as response:
+        if response.status != 200:
+            return False, "", 0, 0
+        for chunk_bytes in response:
+            chunk_bytes = chunk_bytes.strip()
+            if not chunk_bytes:
+                continue
+            chunk = chunk_bytes.decode("utf-8")
+            chunk = chunk[len("data: "):] if chunk.startswith("data: ") else chunk
+            if chunk == "[DONE]":
+                continue
+            data = json.loads(chunk)
+            if "text" in data and data["text"]:
+                timestamp = time.perf_counter()
+                generated_text = data["text"]
+                out_len = data["meta_info"]["completion_tokens"]
+                if ttft == 0.0:
+                    ttft = time.perf_counter() - st
+                else:
+                    num_new = out_len - last_output_len
+                    if num_new == 0:
+                        continue
+                    itl.extend([(timestamp - most_recent) / num_new] * num_new)
+                most_recent = timestamp
+                last_output_len = out_len
+    return True, generated_text, out_len, len(itl)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--fp4moe", required=True)
@@ -107,6 +146,10 @@ def main():
                   and body["usage"]["completion_tokens"] == 5, f"completion: {st} {body}")
             st, body = request(url, "/v1/completions", {"model": "tiny", "prompt": "Hello", "max_tokens": 0})
             check(st == 400 and body["error"]["param"] == "max_tokens", f"max_tokens 0: {st} {body}")
+
+            ok, text, out_len, n_itl = sglang_bench_parse(url, "The benchmark prompt", 24)
+            check(ok and text and out_len == 24, f"sglang.bench_serving's parse: {ok} {out_len} {text!r}")
+            check(1 <= n_itl <= 23, f"ITL entries after the first token: {n_itl}")
 
             # A long stream; SIGTERM after its first chunk.
             n = 3000
