@@ -46,8 +46,6 @@ bool default_model(serve_cli &c, command_registry &reg) {
 }
 
 int run(serve_cli &c, command_registry &reg) {
-    // Before any thread exists, so that only the signal-waiting thread receives SIGINT/SIGTERM.
-    server::block_shutdown_signals();
     if (c.model_dir.empty() && !default_model(c, reg)) return reg.result;
     auto tok = tokenizer::load(c.model_dir);
     if (!tok.ok()) {

@@ -12,7 +12,6 @@
 #include <csignal>
 #include <mutex>
 
-#include <pthread.h>
 #include <signal.h>
 #include <sys/socket.h>
 
@@ -232,35 +231,45 @@ void http_server::shutdown(bool drain) {
     svr_->stop();
 }
 
-void block_shutdown_signals() {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+namespace {
+
+// Signals received while serving; the handler only bumps this (a lock-free atomic is async-signal-safe).
+std::atomic<int> g_signals{0};
+static_assert(std::atomic<int>::is_always_lock_free);
+
+extern "C" void on_shutdown_signal(int) {
+    g_signals.fetch_add(1);
 }
 
+} // namespace
+
 void serve_until_signal(http_server &s) {
+    // Installed only now: until the server is up (a long model load), SIGINT/SIGTERM keep their default
+    // action and simply end the process.
+    struct sigaction sa = {};
+    sa.sa_handler = on_shutdown_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
+
     std::atomic<bool> stopped{false};
     std::thread drainer;
     std::thread waiter([&] {
-        sigset_t set;
-        sigemptyset(&set);
-        sigaddset(&set, SIGINT);
-        sigaddset(&set, SIGTERM);
-        int received = 0;
-        const timespec poll{0, 200'000'000};
+        int handled = 0;
         while (!stopped.load()) {
-            const int sig = sigtimedwait(&set, nullptr, &poll);
-            if (sig < 0) continue; // timeout or EINTR: check whether the server stopped on its own
-            if (++received == 1) {
-                FP4MOE_LOG_INFO("serve: {} received: finishing the requests in flight (again to abort them)",
-                                sig == SIGINT ? "SIGINT" : "SIGTERM");
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            const int n = g_signals.load();
+            if (n == handled) continue;
+            if (handled == 0) {
+                FP4MOE_LOG_INFO("serve: SIGINT/SIGTERM received: finishing the requests in flight (again to abort)");
                 drainer = std::thread([&s] { s.shutdown(true); });
-            } else {
+            }
+            if (n >= 2 && handled < 2) {
                 FP4MOE_LOG_WARN("serve: second signal: aborting the requests in flight");
                 s.state().eng.shutdown(false);
             }
+            handled = n;
         }
     });
     s.run();

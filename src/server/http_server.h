@@ -86,12 +86,9 @@ private:
     std::thread thread_;
 };
 
-/// Blocks SIGINT and SIGTERM in the calling thread, so that every thread started afterwards inherits the
-/// mask and serve_until_signal's thread alone receives them. Call first in main, before any thread exists.
-void block_shutdown_signals();
-
 /// Runs `s` until SIGINT or SIGTERM: the first starts a graceful shutdown (drain), a second aborts what is
-/// still running. Returns when the server has stopped (exit code 0 for the caller).
+/// still running. Returns when the server has stopped (exit code 0 for the caller). Installs process-wide
+/// handlers for both signals (they only count; a thread polls the count and acts).
 void serve_until_signal(http_server &s);
 
 } // namespace fp4moe::server
