@@ -143,6 +143,9 @@ TEST_F(ServerTest, ValidationErrorsNameTheParameter) {
         const auto r = post(c.path, c.body);
         expect_error(r, c.status, c.param, std::string(c.path) + " " + c.body.substr(0, 120));
     }
+    // 38. A 1 MiB invalid body: a small error, the input not echoed.
+    expect_error(post("/v1/completions", R"({"prompt": ")" + std::string(1 << 20, 'a')), 400, nullptr,
+                 "1 MiB, unterminated");
     // 12. Content-Type
     expect_error(post("/v1/completions", cmpl_body(""), {}, "text/plain"), 415, nullptr, "text/plain body");
     // An unknown route is a 404 in the same envelope.
@@ -434,4 +437,24 @@ TEST_F(ServerTest, ModelsHealthAndMetrics) {
     // Responses are counted once written (after the client may have read them): at least /v1/models, /health,
     // the first scrape and the completion.
     EXPECT_GE(after.at("fp4moe:http_responses_total{status=\"200\"}"), 3);
+}
+
+TEST_F(ServerTest, KvCapacityLimits) {
+    // 8 blocks x 16 = 128 KV positions, a context of 1024: a request that can never fit the KV cache is refused
+    // at once (not queued forever); a chat without max_tokens gets what fits.
+    auto eo = default_engine();
+    eo.kv_blocks = 8;
+    start(eo);
+    const auto r = post("/v1/completions", greedy_completion("hi", 500));
+    expect_error(r, 400, "max_tokens", "max_tokens past the KV capacity");
+    EXPECT_NE(r.j()["error"]["message"].get<std::string>().find("KV cache capacity of 128 positions"),
+              std::string::npos)
+        << r.body;
+    json chat = {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"temperature", 0}, {"ignore_eos", true}};
+    const auto c = post("/v1/chat/completions", chat);
+    ASSERT_EQ(c.status, 200) << c.body;
+    const json j = c.j();
+    // The default budget is what the KV cache holds: prompt + max_tokens - 1 = 128 positions.
+    EXPECT_EQ(j["usage"]["prompt_tokens"].get<int>() + j["usage"]["completion_tokens"].get<int>(), 129);
+    EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
 }
