@@ -319,3 +319,34 @@ TEST_F(ServerTest, GracefulShutdownFinishesTheStreamInFlight) {
     EXPECT_EQ(last["choices"][0]["finish_reason"], "length");
     EXPECT_EQ(eng_->stats().finished_length, 1);
 }
+
+TEST_F(ServerTest, DisconnectWhileQueuedIsNeverScheduled) {
+    auto eo = default_engine();
+    eo.max_running_requests = 1;
+    eo.max_model_len = 4096;
+    start(eo);
+    constexpr int kLongTokens = 1500;
+    http_reply long_reply;
+    std::thread running([&] { long_reply = post("/v1/completions", greedy_completion("running", kLongTokens)); });
+    ASSERT_TRUE(eventually([](const auto &m) { return m.at("vllm:num_requests_running") == 1; }));
+    // A second request waits behind it; its client gives up before it ever runs.
+    {
+        httplib::Client c("127.0.0.1", srv_->port());
+        c.set_read_timeout(0, 150000);
+        auto r = c.Post("/v1/completions", greedy_completion("queued", 50, true).dump(), "application/json");
+        EXPECT_FALSE(r && r->body.find("[DONE]") != std::string::npos) << "it should not have completed";
+        c.stop();
+    }
+    EXPECT_TRUE(eventually([](const auto &m) {
+        return m.at("vllm:request_success_total{finished_reason=\"abort\"}") == 1 &&
+               m.at("vllm:num_requests_waiting") == 0;
+    }));
+    running.join();
+    ASSERT_EQ(long_reply.status, 200);
+    EXPECT_TRUE(eventually([](const auto &m) {
+        return m.at("vllm:request_success_total{finished_reason=\"length\"}") == 1 &&
+               m.at("fp4moe:kv_blocks_used") == 0;
+    }));
+    // Exactly the running request's tokens were generated: the queued one never got a step.
+    EXPECT_EQ(metrics().at("vllm:generation_tokens_total"), kLongTokens);
+}
