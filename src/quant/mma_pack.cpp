@@ -8,18 +8,19 @@
 namespace fp4moe::mma_pack {
 namespace {
 
-// Nibble slot (0..7) of fragment element (row in tile: 0..15, k within the 16-wide slice: 0..15), and the lane.
+// Where element (tile row 0..15, k within the 64-wide kstep) goes: lane 4g + t owns K block t of the kstep
+// (k = 16t .. 16t + 15); in its word q (the mma's k-slice), physical k = 16t + 4q + 2u + c is mma-k 2t + 8u + c:
+// a0/a1 (u = 0) and a2/a3 (u = 1) for rows g / g + 8; c picks nibble j or j + 4.
 struct slot {
-    int lane;
-    int nibble;
+    int lane, word, nibble;
 };
-slot slot_of(int row, int kk) {
-    const int g = row % 8, hi = row / 8; // hi: row g + 8
-    const int t = (kk % 8) / 2, second = kk % 2, upper_k = kk / 8;
-    // registers: a0 (row g, k 2t..), a1 (row g+8), a2 (row g, k+8), a3 (row g+8, k+8); nibble j / j+4.
-    const int reg = upper_k * 2 + hi;
-    return {4 * g + t, reg + 4 * second};
+slot slot_of(int row, int pk) {
+    const int g = row % 8, hi = row / 8;
+    const int t = pk / 16, q = (pk % 16) / 4, u = (pk % 4) / 2, c = pk % 2;
+    return {4 * g + t, q, (u * 2 + hi) + 4 * c};
 }
+// Byte of the scale code of (tile row, K block t of the kstep) within the tile-kstep's 64 bytes.
+int scale_byte(int row, int t) { return (4 * (row % 8) + t) * 2 + row / 8; }
 
 std::uint8_t code_at(const nvfp4::matrix_view &m, std::int64_t row, std::int64_t k) {
     const std::uint8_t b = m.packed[row * (m.cols / 2) + k / 2];
@@ -41,15 +42,15 @@ status fill_tile(packed_matrix &out, std::int64_t tile, std::int64_t k_total, Ro
                         fmt::format("{}: row {} block {}: {}", what, row, blk, code.get_status().message())};
             const bool negative = (raw & 0x80) != 0;
             const std::int64_t s = blk / 4;
-            const int q = static_cast<int>(blk % 4);
+            const int t = static_cast<int>(blk % 4);
             const std::size_t sbase = static_cast<std::size_t>(tile * out.ksteps + s) * kTileStepScaleBytes;
-            out.scales[sbase + (r % 8) * 8 + q * 2 + r / 8] = code.value();
+            out.scales[sbase + scale_byte(r, t)] = code.value();
             const std::size_t qbase = static_cast<std::size_t>(tile * out.ksteps + s) * kTileStepBytes;
             for (int kk = 0; kk < 16; ++kk) {
                 std::uint8_t c = code.value() == 0 ? 0 : code_at(*m, row, blk * 16 + kk);
                 if (negative) c ^= 0x8;
-                const slot sl = slot_of(r, kk);
-                std::uint8_t &byte = out.q[qbase + sl.lane * 16 + q * 4 + sl.nibble / 2];
+                const slot sl = slot_of(r, t * 16 + kk);
+                std::uint8_t &byte = out.q[qbase + sl.lane * 16 + sl.word * 4 + sl.nibble / 2];
                 byte |= static_cast<std::uint8_t>((sl.nibble % 2) ? c << 4 : c);
             }
         }
@@ -131,14 +132,13 @@ result<packed_matrix> pack_gate_up(const nvfp4::matrix_view &gate, const nvfp4::
 
 float packed_value(const packed_matrix &p, std::int64_t row, std::int64_t k) {
     const std::int64_t tile = row / kTileRows, s = k / kStepK;
-    const int r = static_cast<int>(row % kTileRows), q = static_cast<int>((k % kStepK) / 16);
-    const int kk = static_cast<int>(k % 16);
-    const slot sl = slot_of(r, kk);
+    const int r = static_cast<int>(row % kTileRows), pk = static_cast<int>(k % kStepK);
+    const slot sl = slot_of(r, pk);
     const std::size_t qbase = static_cast<std::size_t>(tile * p.ksteps + s) * kTileStepBytes;
-    const std::uint8_t byte = p.q[qbase + sl.lane * 16 + q * 4 + sl.nibble / 2];
+    const std::uint8_t byte = p.q[qbase + sl.lane * 16 + sl.word * 4 + sl.nibble / 2];
     const std::uint8_t c = (sl.nibble % 2) ? byte >> 4 : byte & 0xF;
     const std::size_t sbase = static_cast<std::size_t>(tile * p.ksteps + s) * kTileStepScaleBytes;
-    return nvfp4::e2m1_decode(c) * scale_code_value(p.scales[sbase + (r % 8) * 8 + q * 2 + r / 8]);
+    return nvfp4::e2m1_decode(c) * scale_code_value(p.scales[sbase + scale_byte(r, pk / 16)]);
 }
 
 } // namespace fp4moe::mma_pack

@@ -3,19 +3,23 @@
 // re-encoded so that turning them into bf16 is one integer op.
 //
 // Tiles: 16 weight rows x 64 K ("ksteps"). K is padded to a multiple of 64 and rows to a multiple of 16 with
-// zero weights. In a tile of `n` rows at kstep `s`, lane L = 4 g + t (g = L / 4, t = L % 4) owns one 32-bit
-// word per 16-wide k-slice q = 0..3 (k0 = 64 s + 16 q), holding eight E2M1 codes as nibbles n0..n7:
-//   n0 = W[g][k0+2t]    n4 = W[g][k0+2t+1]      (A fragment register a0: row g)
-//   n1 = W[g+8][k0+2t]  n5 = W[g+8][k0+2t+1]    (a1: row g+8)
-//   n2 = W[g][k0+2t+8]  n6 = W[g][k0+2t+9]      (a2: row g, k + 8)
-//   n3 = W[g+8][k0+2t+8] n7 = W[g+8][k0+2t+9]   (a3: row g+8, k + 8)
-// so register j of the fragment is nibbles (j, j + 4): shifting the word left by 12 - 4j puts them at bits
-// 12..15 and 28..31, where a sign-and-shift turns them into a bf16 pair (see kernels/moe_decode.cu).
+// zero weights. The mma sums over k, so any order of k shared by A and B gives the same product: within a
+// kstep, lane L = 4 g + t (g = L / 4, t = L % 4) takes the 16 K of block t (k = 16t .. 16t + 15), so that its
+// B operand (activations, row-major) is one contiguous 32-byte load, and it needs the block scales of block t
+// only. Lane L owns one 32-bit word per mma k-slice q = 0..3, holding eight E2M1 codes as nibbles n0..n7,
+// with k(q, u, c) = 16t + 4q + 2u + c:
+//   n0 = W[g][k(q,0,0)]    n4 = W[g][k(q,0,1)]      (A fragment register a0: row g, mma-k 2t, 2t + 1)
+//   n1 = W[g+8][k(q,0,0)]  n5 = W[g+8][k(q,0,1)]    (a1: row g + 8)
+//   n2 = W[g][k(q,1,0)]    n6 = W[g][k(q,1,1)]      (a2: row g, mma-k 2t + 8, 2t + 9)
+//   n3 = W[g+8][k(q,1,0)]  n7 = W[g+8][k(q,1,1)]    (a3: row g + 8)
+// and the matching B words are 2q and 2q + 1 of the lane's 32 bytes x[16t .. 16t + 15]. Register j of the
+// fragment is nibbles (j, j + 4): shifting the word left by 12 - 4j puts them at bits 12..15 and 28..31, where
+// a sign-and-shift turns them into a bf16 pair (kernels/mma_dequant.h).
 // Words of a lane are contiguous (16 bytes), lanes contiguous (512 bytes per tile-kstep), then ksteps, then
-// tiles: q[((tile * ksteps + s) * 32 + L) * 4 + q].
+// tiles: q[((tile * ksteps + s) * 32 + L) * 16 + 4 q + byte].
 //
-// Scales: per tile-kstep 64 bytes, [g 0..7][q 0..3][h 0..1] (h = 0: row g, 1: row g + 8), so lane (g, t) reads
-// its eight scales with one 8-byte load. Each E4M3 scale is re-encoded as an unsigned E5M3 code
+// Scales: per tile-kstep 64 bytes, two per lane: byte 2 L + h is the code of (row g + 8 h, block t), so a warp
+// reads them with one coalesced 2-byte load per lane. Each E4M3 scale is re-encoded as an unsigned E5M3 code
 // c = (e + 15) << 3 | m for a scale 2^e (1 + m / 8), e in [-9, 8] (every E4M3 value, subnormals included, is
 // exact), c = 0 for a zero scale. In bf16 bits, 0x7000 | c << 4 is scale * 2^112; an E2M1 code placed in bf16
 // bits as above is its value * 2^-126; their product (exact: 2 x 4 significant bits) is w * 2^-14, which the

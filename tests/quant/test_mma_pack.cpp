@@ -105,16 +105,19 @@ TEST(MmaPack, GateUpInterleavesEightFeaturesPerTile) {
 }
 
 TEST(MmaPack, FragmentPositionsByHand) {
-    // One tile, K = 64: element (row 9, k 16 + 11) is in slice q = 1, lane 4 * (9 % 8) + (11 - 8) / 2 = 5,
-    // register a3 (row g + 8, k + 8), second element -> nibble 3 + 4 = 7: the high nibble of byte 3 of word 1.
+    // One tile, K = 64: element (row 9, k 16 + 11) is in K block t = 1 -> lane 4 * (9 % 8) + 1 = 5; within the
+    // block 11 = 4q + 2u + c with q = 2, u = 1, c = 1 -> word 2, register a3 (row g + 8, upper k half), second
+    // element: nibble 3 + 4 = 7, the high nibble of byte 3 of word 2: byte 5 * 16 + 2 * 4 + 3 = 91.
     std::vector<std::uint8_t> packed(16 * 32, 0), scales(16 * 4, 0x38); // scale 1.0
-    packed[9 * 32 + (16 + 11) / 2] = 0x50;                              // k odd -> high nibble: code 5 (3.0)
+    packed[9 * 32 + (16 + 11) / 2] = 0x50;                                // k odd -> high nibble: code 5 (3.0)
     auto p = mp::pack_rows({16, 64, packed.data(), scales.data(), 1.0f}, "w");
     ASSERT_TRUE(p.ok());
     const auto &q = p.value().q;
-    for (std::size_t i = 0; i < q.size(); ++i) EXPECT_EQ(q[i], i == 5u * 16 + 1 * 4 + 3 ? 0x50 : 0) << "byte " << i;
-    // Scale code of (row 9, q 1): [g 1][q 1][h 1] = byte 8 + 3; 1.0 = 2^0 -> (0 + 15) << 3.
-    EXPECT_EQ(p.value().scales[1 * 8 + 1 * 2 + 1], 15 << 3);
+    for (std::size_t i = 0; i < q.size(); ++i)
+        EXPECT_EQ(q[i], i == 91u ? 0x50 : 0) << "byte " << i;
+    // Scale code of (row 9, block 1): byte 2 * lane 5 + h 1 = 11; 1.0 = 2^0 -> (0 + 15) << 3.
+    for (std::size_t i = 0; i < 64; ++i) EXPECT_EQ(p.value().scales[i], 15 << 3) << i;
+    EXPECT_EQ(mp::packed_value(p.value(), 9, 27), 3.0f);
 }
 
 TEST(MmaPack, ZeroAndNegativeScales) {

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -25,7 +26,7 @@ status cuda_error(cudaError_t e, const char *what) {
 
 // Device workspace of the layer forward: routing and plan first, then the runner's scratch.
 struct region {
-    std::size_t ids, weights, counts, offsets, perm, inv_perm, masked, logits, bad, decode, total;
+    std::size_t ids, weights, counts, offsets, perm, inv_perm, masked, logits, decode, total;
 };
 region make_region(const moe_desc &d, std::int64_t max_tokens) {
     const std::size_t pairs = static_cast<std::size_t>(max_tokens * d.slots()), ne = d.total_experts();
@@ -38,7 +39,7 @@ region make_region(const moe_desc &d, std::int64_t max_tokens) {
     };
     r.ids = take(4 * pairs), r.weights = take(4 * pairs), r.counts = take(4 * ne), r.offsets = take(4 * (ne + 1));
     r.perm = take(4 * pairs), r.inv_perm = take(4 * pairs), r.masked = take(4 * ne * max_tokens);
-    r.logits = take(4 * static_cast<std::size_t>(max_tokens * d.experts)), r.bad = take(4);
+    r.logits = take(4 * static_cast<std::size_t>(max_tokens * d.experts));
     r.decode =
         take(moe_decode_workspace(static_cast<int>(d.hidden), static_cast<int>(d.intermediate), static_cast<int>(ne),
                                   static_cast<int>(d.slots()), static_cast<int>(max_tokens)));
@@ -77,7 +78,6 @@ status run_decode(const moe_desc &d, const gpu_moe_weights &w, const bf16_t *x, 
     return status::success();
 }
 
-constexpr decode_tactic kTactics[] = {{1, 1}, {1, 2}, {1, 4}, {2, 1}, {2, 2}, {2, 4}, {4, 1}, {4, 2}, {4, 4}};
 
 class decode_runner final : public moe_runner {
 public:
@@ -86,7 +86,12 @@ public:
     std::vector<moe_tactic> tactics(const moe_desc &) const override {
         std::vector<moe_tactic> v;
         for (int i = 0; i < decode_tactic_count(); ++i)
-            v.push_back({i, fmt::format("nt={} ksplit={}", kTactics[i].nt, kTactics[i].ksplit)});
+            v.push_back({i, kDecodeTactics[i].stages
+                               ? fmt::format("nt={} ksplit={} bulk {}x{} ksteps", kDecodeTactics[i].nt,
+                                             kDecodeTactics[i].ksplit, kDecodeTactics[i].stages,
+                                             kDecodeTactics[i].inflight)
+                               : fmt::format("nt={} ksplit={} regs {} ksteps", kDecodeTactics[i].nt,
+                                             kDecodeTactics[i].ksplit, kDecodeTactics[i].inflight)});
         return v;
     }
     std::size_t workspace_size(const moe_desc &d, std::int64_t max_tokens) const override {
@@ -114,17 +119,17 @@ public:
               up(r.perm, p.perm.data(), 4 * pairs), up(r.masked, p.masked_pairs.data(), 4 * p.masked_pairs.size())})
             if (e != cudaSuccess) return cuda_error(e, "cuda.decode: plan upload");
         return run_decode(d, *static_cast<const gpu_moe_weights *>(a.device_weights), a.x, a.out, p.tokens,
-                          p.max_tokens, a.workspace, kTactics[t.id], stream);
+                          p.max_tokens, a.workspace, kDecodeTactics[t.id], stream);
     }
 };
 
 } // namespace
 
 decode_tactic decode_tactic_of(int id) {
-    return kTactics[id];
+    return kDecodeTactics[id];
 }
 int decode_tactic_count() {
-    return static_cast<int>(std::size(kTactics));
+    return kDecodeTacticCount;
 }
 
 std::unique_ptr<moe_runner> make_decode_runner() {
@@ -233,7 +238,7 @@ result<std::unique_ptr<gpu_moe_weights>> gpu_moe_weights::random(const moe_desc 
           fill_random_bytes(const_cast<std::uint8_t *>(dw.down_q), dn * 512, seed + 2, 0, 255, stream),
           fill_random_bytes(const_cast<std::uint8_t *>(dw.down_s), dn * 64, seed + 3, 13 << 3, 16 << 3 | 7, stream),
           fill_floats(const_cast<float *>(dw.gs_gate), 3 * ne, 1e-3f, stream),
-          fill_random_floats(w->router_, d.experts * d.hidden, seed + 4, 1.0f, stream),
+          fill_random_floats(w->router_, d.experts * d.hidden, seed + 4, 3.0f / std::sqrt(static_cast<float>(d.hidden)), stream),
           fill_random_floats(w->bias_, d.experts, seed + 5, 0.1f, stream)})
         if (err != cudaSuccess) return cuda_error(err, "cuda: random weights");
     return w;
@@ -259,21 +264,29 @@ status gpu_moe_forward(const moe_desc &d, const gpu_moe_weights &w, const bf16_t
     rule.renormalize = d.routing.renormalize, rule.correction_bias = d.routing.correction_bias;
     rule.n_group = d.routing.n_group, rule.topk_group = d.routing.topk_group;
     rule.routed_scaling_factor = d.routing.routed_scaling_factor;
-    int *bad = at<int>(ws, r.bad);
     plan_buffers pb;
     pb.counts = at<std::int32_t>(ws, r.counts), pb.offsets = at<std::int32_t>(ws, r.offsets);
     pb.perm = at<std::int32_t>(ws, r.perm), pb.inv_perm = at<std::int32_t>(ws, r.inv_perm);
     pb.masked_pairs = d.layout == moe_layout::masked ? at<std::int32_t>(ws, r.masked) : nullptr;
-    // 0x7F7F7F7F: larger than any token index, and settable by a memset node (graph-capturable).
-    for (auto e :
-         {cudaMemsetAsync(bad, 0x7F, 4, stream),
-          moe_router_logits(reinterpret_cast<const std::uint16_t *>(x), w.router(), T, static_cast<int>(d.hidden),
-                            static_cast<int>(d.experts), at<float>(ws, r.logits), stream),
-          moe_route_topk(at<float>(ws, r.logits), d.routing.correction_bias ? w.bias() : nullptr, T, rule,
-                         at<std::int32_t>(ws, r.ids), at<float>(ws, r.weights), bad, stream),
-          moe_build_plan(at<std::int32_t>(ws, r.ids), T, static_cast<int>(d.slots()),
-                         static_cast<int>(d.total_experts()), static_cast<int>(max_tokens), pb, stream)})
-        if (e != cudaSuccess) return cuda_error(e, "cuda: MoE routing");
+    // A token with non-finite logits gets ids -1 and NaN outputs (no host-visible error flag: that would need a
+    // sync, or one more graph node per layer to reset it).
+    const auto *xb = reinterpret_cast<const std::uint16_t *>(x);
+    const float *bias = d.routing.correction_bias ? w.bias() : nullptr;
+    if (moe_route_topk_plan_fits(T, rule)) { // decode: split-K logits, then top-k + plan in one CTA (PDL chain)
+        if (auto e = moe_route_fused(xb, w.router(), bias, T, static_cast<int>(d.hidden), rule,
+                                     static_cast<int>(max_tokens), at<float>(ws, r.logits), at<std::int32_t>(ws, r.ids),
+                                     at<float>(ws, r.weights), nullptr, pb, stream);
+            e != cudaSuccess)
+            return cuda_error(e, "cuda: MoE routing");
+    } else {
+        for (auto e : {moe_router_logits(xb, w.router(), T, static_cast<int>(d.hidden), static_cast<int>(d.experts),
+                                         at<float>(ws, r.logits), stream),
+                       moe_route_topk(at<float>(ws, r.logits), bias, T, rule, at<std::int32_t>(ws, r.ids),
+                                      at<float>(ws, r.weights), nullptr, stream),
+                       moe_build_plan(at<std::int32_t>(ws, r.ids), T, static_cast<int>(d.slots()),
+                                      static_cast<int>(d.total_experts()), static_cast<int>(max_tokens), pb, stream)})
+            if (e != cudaSuccess) return cuda_error(e, "cuda: MoE routing");
+    }
     return run_decode(d, w, x, out, tokens, max_tokens, ws, t, stream);
 }
 

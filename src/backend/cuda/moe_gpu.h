@@ -21,7 +21,8 @@ public:
     /// scale, a shape that does not match `d`), or the CUDA failure.
     static result<std::unique_ptr<gpu_moe_weights>> upload(const moe_desc &d, const moe_weights &w);
     /// Random weights generated on the device in the packed layout (benchmarks: no host pass over gigabytes).
-    /// Scales 0.25..4, global scale 1e-3, router N(0, 1/H)-like, bias small. `seed` varies the values.
+    /// Scales 0.25..4, global scale 1e-3, router uniform with variance 3/H (unit-variance logits for
+    /// activations uniform in [-1, 1]: routing spreads over the experts), bias +-0.1. `seed` varies the values.
     static result<std::unique_ptr<gpu_moe_weights>> random(const moe_desc &d, std::uint64_t seed, cudaStream_t stream);
 
     gpu_moe_weights(const gpu_moe_weights &) = delete;

@@ -11,12 +11,12 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <iterator>
 
 namespace fp4moe::cuda {
 namespace {
 
 constexpr int kWarps = 4;  // warps per CTA
-constexpr int kUnroll = 4; // ksteps in flight per warp
 constexpr int kMaxExperts = 1024;
 
 __host__ __device__ constexpr std::size_t align256(std::size_t n) {
@@ -25,56 +25,74 @@ __host__ __device__ constexpr std::size_t align256(std::size_t n) {
 
 // Workspace regions, all derived from the same upper bounds on host and device.
 struct layout {
-    std::size_t groups, pad_off, act, partial, total;
-    int max_groups, max_rows, k_pad_inter;
+    std::size_t act, partial, total;
+    int max_rows, k_pad_inter;
 };
 
 __host__ __device__ inline layout make_layout(int hidden, int inter, int num_experts, int slots, int max_tokens) {
     layout l{};
     const long long pairs = static_cast<long long>(max_tokens) * slots;
     const long long busy = pairs < num_experts ? pairs : num_experts; // experts that can hold a token
-    l.max_groups = static_cast<int>(busy + (pairs + 7) / 8);          // sum ceil(ceil(c/8)/nt) for nt = 1
     l.max_rows = static_cast<int>(pairs + 7 * busy);                  // sum ceil(c/8)*8
     l.k_pad_inter = (inter + 63) / 64 * 64;
     std::size_t off = 0;
-    l.groups = off, off += align256(sizeof(int) * (2 * static_cast<std::size_t>(l.max_groups) + 1));
-    l.pad_off = off, off += align256(sizeof(int) * (num_experts + 1));
     l.act = off, off += align256(2 * static_cast<std::size_t>(l.max_rows) * l.k_pad_inter);
     l.partial = off, off += align256(4 * static_cast<std::size_t>(pairs) * hidden);
     l.total = off;
     return l;
 }
 
-// ---- groups: the work list ------------------------------------------------------------------------------
+// ---- work lookup --------------------------------------------------------------------------------------
 
-// One CTA. groups[0] = count; groups[1 + 2i] = expert, groups[2 + 2i] = first 8-row tile of group i.
-__global__ void groups_kernel(const std::int32_t *__restrict__ counts, int num_experts, int nt, int *groups,
-                              int *pad_off) {
-    __shared__ int tiles_scan[kMaxExperts + 1], groups_scan[kMaxExperts + 1];
-    const int e = threadIdx.x;
-    const int c = e < num_experts ? counts[e] : 0;
-    const int tiles = (c + 7) / 8, ngroups = (tiles + nt - 1) / nt;
-    tiles_scan[e + 1] = tiles;
-    groups_scan[e + 1] = ngroups;
-    if (e == 0) tiles_scan[0] = groups_scan[0] = 0;
-    __syncthreads();
-    // Inclusive Hillis-Steele scan over 1024 entries (positions 1..1024).
-    for (int d = 1; d < kMaxExperts; d <<= 1) {
-        int a = 0, b = 0;
-        if (e >= d) a = tiles_scan[e + 1 - d], b = groups_scan[e + 1 - d];
-        __syncthreads();
-        tiles_scan[e + 1] += a;
-        groups_scan[e + 1] += b;
-        __syncthreads();
+// Where work group `gi` lies: expert `e`, its first 8-row token tile, and the expert's first row in the padded
+// act layout. Every CTA scans the per-expert counts itself (<= 1024 ints from L2, a block scan of 128
+// threads): cheaper than a separate one-CTA kernel and its launch between routing and the GEMMs.
+struct group_pos {
+    int e, tile0, pad_row, valid;
+};
+
+__device__ group_pos find_group(const std::int32_t *__restrict__ counts, int num_experts, int nt, int gi) {
+    __shared__ int warp_g[kWarps], warp_t[kWarps];
+    __shared__ group_pos found;
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    const int per = (num_experts + kWarps * 32 - 1) / (kWarps * 32), first = tid * per;
+    if (tid == 0) found.valid = 0;
+    int my_g = 0, my_t = 0;
+    for (int i = 0; i < per; ++i) {
+        const int e = first + i;
+        if (e >= num_experts) break;
+        const int tiles = (counts[e] + 7) / 8;
+        my_t += tiles, my_g += (tiles + nt - 1) / nt;
     }
-    if (e <= num_experts) pad_off[e] = 8 * tiles_scan[e];
-    if (e < num_experts)
-        for (int g = 0; g < ngroups; ++g) {
-            groups[1 + 2 * (groups_scan[e] + g)] = e;
-            groups[2 + 2 * (groups_scan[e] + g)] = g * nt;
+    int inc_g = my_g, inc_t = my_t; // inclusive warp scan
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+        const int og = __shfl_up_sync(0xFFFFFFFFu, inc_g, d), ot = __shfl_up_sync(0xFFFFFFFFu, inc_t, d);
+        if (lane >= d) inc_g += og, inc_t += ot;
+    }
+    if (lane == 31) warp_g[warp] = inc_g, warp_t[warp] = inc_t;
+    __syncthreads();
+    int base_g = inc_g - my_g, base_t = inc_t - my_t;
+    for (int w = 0; w < warp; ++w) base_g += warp_g[w], base_t += warp_t[w];
+    if (gi >= base_g && gi < base_g + my_g) {
+        for (int i = 0; i < per; ++i) {
+            const int e = first + i;
+            const int tiles = (counts[e] + 7) / 8, ng = (tiles + nt - 1) / nt;
+            if (gi < base_g + ng) {
+                found = {e, (gi - base_g) * nt, 8 * base_t, 1};
+                break;
+            }
+            base_g += ng, base_t += tiles;
         }
-    if (e == 0) groups[0] = groups_scan[num_experts];
+    }
+    __syncthreads();
+    return found;
 }
+
+// Programmatic dependent launch (sm_90): wait until the previous kernel's results are visible; let the next
+// kernel's CTAs be scheduled as ours retire, hiding launch latency between the layer's kernels.
+__device__ __forceinline__ void wait_for_previous_kernel() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void allow_next_kernel() { asm volatile("griddepcontrol.launch_dependents;"); }
 
 // ---- the grouped mma kernel -----------------------------------------------------------------------------
 
@@ -85,9 +103,9 @@ __device__ __forceinline__ uint4 load_stream(const void *p) {
                  : "l"(p));
     return v;
 }
-__device__ __forceinline__ uint2 load_stream8(const void *p) {
-    uint2 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+__device__ __forceinline__ std::uint32_t load_stream2(const void *p) {
+    unsigned short v;
+    asm volatile("ld.global.nc.L1::no_allocate.u16 %0, [%1];" : "=h"(v) : "l"(p));
     return v;
 }
 
@@ -106,6 +124,34 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], const std::uint32_t (&a)
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// ---- bulk copies (sm_90): the copy engine streams weight chunks into shared memory, completing on an mbarrier,
+// so the bytes in flight do not cost registers.
+__device__ __forceinline__ std::uint32_t smem_addr(const void *p) {
+    return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mbar_init(std::uint64_t *bar, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count));
+}
+__device__ __forceinline__ void mbar_expect_tx(std::uint64_t *bar, std::uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(std::uint64_t *bar, std::uint32_t parity) {
+    asm volatile("{\n"
+                 ".reg .pred p;\n"
+                 "WAIT_%=:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+                 "@!p bra WAIT_%=;\n"
+                 "}\n" ::"r"(smem_addr(bar)),
+                 "r"(parity)
+                 : "memory");
+}
+__device__ __forceinline__ void bulk_copy(void *dst, const void *src, std::uint32_t bytes, std::uint64_t *bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                     smem_addr(dst)),
+                 "l"(src), "r"(bytes), "r"(smem_addr(bar))
+                 : "memory");
+}
+
 struct gemm_args {
     const std::uint8_t *wq, *ws;    // packed weights and scale codes of expert 0
     std::size_t expert_q, expert_s; // per-expert strides in bytes
@@ -116,7 +162,7 @@ struct gemm_args {
     const std::int32_t *counts, *offsets, *perm, *masked_pairs;
     int slots, max_tokens, inter, hidden;
     bool masked;
-    const int *groups, *pad_off;
+    int num_experts;
     const float *gs0, *gs1; // gate_up: gate/up global scales; down: down scale (gs1 unused)
     const float *topk_weights;
     std::uint16_t *act; // gate_up output
@@ -129,11 +175,21 @@ __device__ __forceinline__ int pair_of(const gemm_args &g, int e, int rr) {
     return g.masked ? g.masked_pairs[e * g.max_tokens + rr] : g.perm[g.offsets[e] + rr];
 }
 
-template <bool GateUp, int NT, int KS>
+// Bytes of one stage of the bulk-copy ring (U ksteps of weights + their scale codes), and of a CTA's rings.
+__host__ __device__ constexpr int stage_bytes(int u) { return u * (512 + 64); }
+__host__ __device__ constexpr int ring_smem_bytes(int u, int stages) {
+    return stages ? kWarps * stages * (stage_bytes(u) + 8) : 0;
+}
+
+// S = 0: each lane keeps U ksteps of its weights in flight in registers (a ring of 16-byte loads).
+// S > 0: lane 0 of each warp keeps S stages of U ksteps in flight with bulk copies into shared memory.
+template <bool GateUp, int NT, int KS, int U, int S>
 __global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(const gemm_args g) {
-    const int group = blockIdx.y;
-    if (group >= g.groups[0]) return;
-    const int e = g.groups[1 + 2 * group], tile0 = g.groups[2 + 2 * group];
+    allow_next_kernel();
+    wait_for_previous_kernel();
+    const group_pos gp = find_group(g.counts, g.num_experts, NT, blockIdx.y);
+    if (!gp.valid) return;
+    const int e = gp.e, tile0 = gp.tile0;
     const int count = g.counts[e];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, lg = lane / 4, lt = lane % 4;
     const int tile = blockIdx.x * (kWarps / KS) + warp / KS, kpart = warp % KS;
@@ -149,71 +205,131 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(const gemm_args g
             if constexpr (GateUp)
                 brow[n] = g.b + static_cast<std::size_t>(pair_of(g, e, rr) / g.slots) * g.ldb;
             else
-                brow[n] = g.b + static_cast<std::size_t>(g.pad_off[e] + rr) * g.ldb;
+                brow[n] = g.b + static_cast<std::size_t>(gp.pad_row + rr) * g.ldb;
+        }
+    }
+
+    // Independent accumulator chains per token tile (4 / NT of them): consecutive mma on one accumulator wait
+    // for each other (tens of cycles each), so with one token tile the four k-slices of a step go to four.
+    constexpr int kChains = 4 / NT;
+    float chain[NT][kChains][4];
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+        for (int c = 0; c < kChains; ++c) chain[n][c][0] = chain[n][c][1] = chain[n][c][2] = chain[n][c][3] = 0.0f;
+
+    const int k_begin = g.ksteps * kpart / KS, k_end = g.ksteps * (kpart + 1) / KS;
+    const std::uint8_t *aq = g.wq + e * g.expert_q + (static_cast<std::size_t>(tile) * g.ksteps) * 512 + lane * 16;
+    const std::uint8_t *as = g.ws + e * g.expert_s + (static_cast<std::size_t>(tile) * g.ksteps) * 64 + lane * 2;
+
+    uint4 bcur[NT][2], bnext[NT][2];
+    // B (16 contiguous activations per lane and token tile) for step k, or zeros past the data.
+    auto load_b = [&](int k, uint4(&dst)[NT][2]) {
+#pragma unroll
+        for (int n = 0; n < NT; ++n) {
+            dst[n][0] = dst[n][1] = make_uint4(0, 0, 0, 0);
+            const int kcol = k * 64 + 16 * lt;
+            if (brow[n] && k < k_end && kcol < g.k_valid) {
+                dst[n][0] = __ldg(reinterpret_cast<const uint4 *>(brow[n] + kcol));
+                dst[n][1] = __ldg(reinterpret_cast<const uint4 *>(brow[n] + kcol + 8));
+            }
+        }
+    };
+    // One kstep: dequantize the lane's four A fragments, multiply with every token tile; B of the next step
+    // is loaded first so its latency hides behind this step.
+    auto step = [&](const uint4 &qv, std::uint32_t codes, int k) {
+        load_b(k + 1, bnext);
+        // Block scales of rows g and g + 8 for this lane's K block: the same for all four slices.
+        const std::uint32_t sc_lo = scale_code_to_bf16x2<0>(codes), sc_hi = scale_code_to_bf16x2<1>(codes);
+        const std::uint32_t words[4] = {qv.x, qv.y, qv.z, qv.w};
+#pragma unroll
+        for (int sl = 0; sl < 4; ++sl) {
+            const std::uint32_t w = words[sl];
+            const std::uint32_t a[4] = {hmul2(e2m1x2_to_bf16x2<0>(w), sc_lo), hmul2(e2m1x2_to_bf16x2<1>(w), sc_hi),
+                                        hmul2(e2m1x2_to_bf16x2<2>(w), sc_lo), hmul2(e2m1x2_to_bf16x2<3>(w), sc_hi)};
+#pragma unroll
+            for (int n = 0; n < NT; ++n) {
+                const uint4 &half = bcur[n][sl / 2];
+                mma_bf16(chain[n][sl % kChains], a, sl % 2 ? half.z : half.x, sl % 2 ? half.w : half.y);
+            }
+        }
+#pragma unroll
+        for (int n = 0; n < NT; ++n) bcur[n][0] = bnext[n][0], bcur[n][1] = bnext[n][1];
+    };
+
+    if constexpr (S == 0) {
+        if (has_tile) {
+            // Step k is consumed, then the load of step k + U takes its slot.
+            uint4 q[U];
+            std::uint32_t s[U];
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                q[u] = make_uint4(0, 0, 0, 0), s[u] = 0;
+                if (k_begin + u < k_end)
+                    q[u] = load_stream(aq + (k_begin + u) * 512), s[u] = load_stream2(as + (k_begin + u) * 64);
+            }
+            load_b(k_begin, bcur);
+            for (int k0 = k_begin; k0 < k_end; k0 += U) {
+#pragma unroll
+                for (int u = 0; u < U; ++u) {
+                    const int k = k0 + u;
+                    if (k >= k_end) break;
+                    const uint4 qv = q[u];
+                    const std::uint32_t codes = s[u];
+                    if (k + U < k_end) q[u] = load_stream(aq + (k + U) * 512), s[u] = load_stream2(as + (k + U) * 64);
+                    step(qv, codes, k);
+                }
+            }
+        }
+    } else {
+        extern __shared__ __align__(128) std::uint8_t ring_smem[];
+        constexpr int kStageQ = U * 512, kStage = stage_bytes(U);
+        std::uint8_t *ring = ring_smem + warp * S * kStage;
+        auto *bars = reinterpret_cast<std::uint64_t *>(ring_smem + kWarps * S * kStage) + warp * S;
+        if (lane == 0)
+            for (int st = 0; st < S; ++st) mbar_init(&bars[st], 1);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        __syncwarp();
+        const std::uint8_t *tq = aq - lane * 16, *ts = as - lane * 2; // this tile's weights and codes
+        const int chunks = (k_end - k_begin + U - 1) / U;
+        auto issue = [&](int c) { // lane 0
+            const int st = c % S, k = k_begin + c * U, n = min(U, k_end - k);
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); // our reads of the slot come first
+            mbar_expect_tx(&bars[st], static_cast<std::uint32_t>(n * (512 + 64)));
+            bulk_copy(ring + st * kStage, tq + static_cast<std::size_t>(k) * 512, n * 512, &bars[st]);
+            bulk_copy(ring + st * kStage + kStageQ, ts + static_cast<std::size_t>(k) * 64, n * 64, &bars[st]);
+        };
+        if (has_tile) {
+            if (lane == 0)
+                for (int c = 0; c < S && c < chunks; ++c) issue(c);
+            load_b(k_begin, bcur);
+            for (int c = 0; c < chunks; ++c) {
+                const int st = c % S;
+                mbar_wait(&bars[st], static_cast<std::uint32_t>((c / S) & 1));
+                const std::uint8_t *buf = ring + st * kStage;
+#pragma unroll
+                for (int u = 0; u < U; ++u) {
+                    const int k = k_begin + c * U + u;
+                    if (k >= k_end) break;
+                    const uint4 qv = *reinterpret_cast<const uint4 *>(buf + u * 512 + lane * 16);
+                    const std::uint32_t codes = *reinterpret_cast<const unsigned short *>(buf + kStageQ + u * 64 + lane * 2);
+                    step(qv, codes, k);
+                }
+                __syncwarp();
+                if (lane == 0 && c + S < chunks) issue(c + S);
+            }
         }
     }
 
     float acc[NT][4];
 #pragma unroll
-    for (int n = 0; n < NT; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
-
-    const int k_begin = g.ksteps * kpart / KS, k_end = g.ksteps * (kpart + 1) / KS;
-    const std::uint8_t *aq = g.wq + e * g.expert_q + (static_cast<std::size_t>(tile) * g.ksteps) * 512 + lane * 16;
-    const std::uint8_t *as = g.ws + e * g.expert_s + (static_cast<std::size_t>(tile) * g.ksteps) * 64 + lg * 8;
-
-    if (has_tile) {
-        uint4 q[kUnroll];
-        uint2 s[kUnroll];
+    for (int n = 0; n < NT; ++n)
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-            q[u] = make_uint4(0, 0, 0, 0), s[u] = make_uint2(0, 0);
-            if (k_begin + u < k_end)
-                q[u] = load_stream(aq + (k_begin + u) * 512), s[u] = load_stream8(as + (k_begin + u) * 64);
+        for (int i = 0; i < 4; ++i) {
+            acc[n][i] = chain[n][0][i];
+#pragma unroll
+            for (int c = 1; c < kChains; ++c) acc[n][i] += chain[n][c][i];
         }
-        for (int k0 = k_begin; k0 < k_end; k0 += kUnroll) {
-            uint4 qn[kUnroll];
-            uint2 sn[kUnroll];
-#pragma unroll
-            for (int u = 0; u < kUnroll; ++u) {
-                qn[u] = make_uint4(0, 0, 0, 0), sn[u] = make_uint2(0, 0);
-                const int k = k0 + kUnroll + u;
-                if (k < k_end) qn[u] = load_stream(aq + k * 512), sn[u] = load_stream8(as + k * 64);
-            }
-#pragma unroll
-            for (int u = 0; u < kUnroll; ++u) {
-                const int k = k0 + u;
-                if (k >= k_end) break;
-                const std::uint32_t words[4] = {q[u].x, q[u].y, q[u].z, q[u].w};
-#pragma unroll
-                for (int sl = 0; sl < 4; ++sl) {
-                    const int kcol = k * 64 + sl * 16;
-                    std::uint32_t b0[NT], b1[NT];
-#pragma unroll
-                    for (int n = 0; n < NT; ++n) {
-                        b0[n] = b1[n] = 0;
-                        if (brow[n] && kcol < g.k_valid) {
-                            b0[n] = __ldg(reinterpret_cast<const unsigned int *>(brow[n] + kcol + 2 * lt));
-                            b1[n] = __ldg(reinterpret_cast<const unsigned int *>(brow[n] + kcol + 2 * lt + 8));
-                        }
-                    }
-                    const std::uint32_t codes = sl < 2 ? s[u].x : s[u].y;
-                    std::uint32_t sc_lo, sc_hi; // scales of rows g and g + 8 for this slice
-                    if (sl % 2 == 0)
-                        sc_lo = scale_code_to_bf16x2<0>(codes), sc_hi = scale_code_to_bf16x2<1>(codes);
-                    else
-                        sc_lo = scale_code_to_bf16x2<2>(codes), sc_hi = scale_code_to_bf16x2<3>(codes);
-                    const std::uint32_t w = words[sl];
-                    const std::uint32_t a[4] = {
-                        hmul2(e2m1x2_to_bf16x2<0>(w), sc_lo), hmul2(e2m1x2_to_bf16x2<1>(w), sc_hi),
-                        hmul2(e2m1x2_to_bf16x2<2>(w), sc_lo), hmul2(e2m1x2_to_bf16x2<3>(w), sc_hi)};
-#pragma unroll
-                    for (int n = 0; n < NT; ++n) mma_bf16(acc[n], a, b0[n], b1[n]);
-                }
-            }
-#pragma unroll
-            for (int u = 0; u < kUnroll; ++u) q[u] = qn[u], s[u] = sn[u];
-        }
-    }
 
     if constexpr (KS > 1) {
         __shared__ float red[kWarps][NT * 4][32];
@@ -247,7 +363,7 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(const gemm_args g
                 const float up = acc[n][2 + c] * (g.gs1[e] * kPackedProductScale);
                 const float h = feature < g.inter ? gate / (1.0f + __expf(-gate)) * up : 0.0f;
                 const __nv_bfloat16 hb = __float2bfloat16_rn(h);
-                g.act[static_cast<std::size_t>(g.pad_off[e] + rr) * g.ld_act + feature] =
+                g.act[static_cast<std::size_t>(gp.pad_row + rr) * g.ld_act + feature] =
                     *reinterpret_cast<const std::uint16_t *>(&hb);
             } else {
                 const int pair = pair_of(g, e, rr);
@@ -264,6 +380,8 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(const gemm_args g
 
 __global__ void combine_kernel(const float *__restrict__ partial, const std::int32_t *__restrict__ ids, int tokens,
                                int slots, int hidden, std::uint16_t *__restrict__ out) {
+    allow_next_kernel();
+    wait_for_previous_kernel();
     const long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i >= static_cast<long long>(tokens) * hidden) return;
     const int t = static_cast<int>(i / hidden), h = static_cast<int>(i % hidden);
@@ -277,25 +395,59 @@ __global__ void combine_kernel(const float *__restrict__ partial, const std::int
     out[i] = *reinterpret_cast<const std::uint16_t *>(&r);
 }
 
-template <bool GateUp, int NT, int KS>
-void launch_gemm(const gemm_args &g, int max_groups, cudaStream_t stream) {
-    const dim3 grid((g.tiles + kWarps / KS - 1) / (kWarps / KS), max_groups);
-    moe_gemm_kernel<GateUp, NT, KS><<<grid, kWarps * 32, 0, stream>>>(g);
+// Launches with programmatic stream serialization: the kernel may start while its predecessor drains and
+// waits for it in griddepcontrol.wait (works in stream capture: the graph gets a programmatic edge).
+template <typename... Params, typename... Args>
+cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, int smem, cudaStream_t stream,
+                       Args... args) {
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = static_cast<std::size_t>(smem), cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr, cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, kernel, args...);
 }
+
+template <bool GateUp, int NT, int KS, int U, int S>
+cudaError_t launch_gemm(const gemm_args &g, int max_groups, cudaStream_t stream) {
+    const dim3 grid((g.tiles + kWarps / KS - 1) / (kWarps / KS), max_groups);
+    constexpr int smem = ring_smem_bytes(U, S);
+    if constexpr (smem > 48 * 1024) { // once per instance: not a stream operation, fine during capture
+        static const cudaError_t set = cudaFuncSetAttribute(moe_gemm_kernel<GateUp, NT, KS, U, S>,
+                                                            cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        if (set != cudaSuccess) return set;
+    }
+    return launch_pdl(moe_gemm_kernel<GateUp, NT, KS, U, S>, grid, dim3(kWarps * 32), smem, stream, g);
+}
+
+} // namespace
+
+// The tactic table: (nt, ksplit, ksteps per load group, bulk-copy stages or 0 for the register ring).
+const decode_tactic kDecodeTactics[] = {{1, 2, 4, 4}, {1, 1, 4, 0}, {1, 2, 4, 0}, {1, 4, 4, 0}, {2, 2, 4, 0}, {1, 1, 4, 4}, {1, 4, 4, 4}, {1, 1, 2, 4}, {1, 2, 2, 4}, {1, 4, 2, 4}, {1, 2, 2, 8}, {2, 2, 4, 4}, {2, 2, 2, 4}, {4, 2, 4, 4}};
+const int kDecodeTacticCount = static_cast<int>(std::size(kDecodeTactics));
+
+namespace {
 
 template <bool GateUp>
 cudaError_t dispatch(const gemm_args &g, int max_groups, decode_tactic t, cudaStream_t stream) {
-#define FP4MOE_DECODE_CASE(NT_, KS_)                                                                                   \
-    if (t.nt == NT_ && t.ksplit == KS_) return launch_gemm<GateUp, NT_, KS_>(g, max_groups, stream), cudaSuccess;
-    FP4MOE_DECODE_CASE(1, 1)
-    FP4MOE_DECODE_CASE(1, 2)
-    FP4MOE_DECODE_CASE(1, 4)
-    FP4MOE_DECODE_CASE(2, 1)
-    FP4MOE_DECODE_CASE(2, 2)
-    FP4MOE_DECODE_CASE(2, 4)
-    FP4MOE_DECODE_CASE(4, 1)
-    FP4MOE_DECODE_CASE(4, 2)
-    FP4MOE_DECODE_CASE(4, 4)
+#define FP4MOE_DECODE_CASE(NT_, KS_, U_, S_)                                                                     \
+    if (t.nt == NT_ && t.ksplit == KS_ && t.inflight == U_ && t.stages == S_)                                         \
+        return launch_gemm<GateUp, NT_, KS_, U_, S_>(g, max_groups, stream);
+    FP4MOE_DECODE_CASE(1, 2, 4, 4)
+    FP4MOE_DECODE_CASE(1, 1, 4, 0)
+    FP4MOE_DECODE_CASE(1, 2, 4, 0)
+    FP4MOE_DECODE_CASE(1, 4, 4, 0)
+    FP4MOE_DECODE_CASE(2, 2, 4, 0)
+    FP4MOE_DECODE_CASE(1, 1, 4, 4)
+    FP4MOE_DECODE_CASE(1, 4, 4, 4)
+    FP4MOE_DECODE_CASE(1, 1, 2, 4)
+    FP4MOE_DECODE_CASE(1, 2, 2, 4)
+    FP4MOE_DECODE_CASE(1, 4, 2, 4)
+    FP4MOE_DECODE_CASE(1, 2, 2, 8)
+    FP4MOE_DECODE_CASE(2, 2, 4, 4)
+    FP4MOE_DECODE_CASE(2, 2, 2, 4)
+    FP4MOE_DECODE_CASE(4, 2, 4, 4)
 #undef FP4MOE_DECODE_CASE
     return cudaErrorInvalidValue;
 }
@@ -316,8 +468,6 @@ cudaError_t moe_decode_run(const decode_weights &w, const decode_batch &b, decod
     if (b.tokens == 0) return cudaSuccess;
     const layout l = make_layout(b.hidden, b.inter, b.num_experts, b.slots, b.max_tokens);
     auto *base = static_cast<std::uint8_t *>(b.workspace);
-    int *groups = reinterpret_cast<int *>(base + l.groups);
-    int *pad_off = reinterpret_cast<int *>(base + l.pad_off);
     auto *act = reinterpret_cast<std::uint16_t *>(base + l.act);
     float *partial = reinterpret_cast<float *>(base + l.partial);
 
@@ -326,12 +476,10 @@ cudaError_t moe_decode_run(const decode_weights &w, const decode_batch &b, decod
     const long long busy = std::min<long long>(pairs, b.num_experts);
     const int max_groups = static_cast<int>(busy + (pairs + 8LL * t.nt - 1) / (8LL * t.nt));
 
-    groups_kernel<<<1, kMaxExperts, 0, stream>>>(b.counts, b.num_experts, t.nt, groups, pad_off);
-
     gemm_args g{};
     g.counts = b.counts, g.offsets = b.offsets, g.perm = b.perm, g.masked_pairs = b.masked_pairs;
     g.slots = b.slots, g.max_tokens = b.max_tokens, g.inter = b.inter, g.hidden = b.hidden, g.masked = b.masked;
-    g.groups = groups, g.pad_off = pad_off, g.topk_weights = b.topk_weights;
+    g.num_experts = b.num_experts, g.topk_weights = b.topk_weights;
     g.act = act, g.ld_act = l.k_pad_inter, g.partial = partial;
 
     // gate_up: B = x rows, K = H.
@@ -353,8 +501,10 @@ cudaError_t moe_decode_run(const decode_weights &w, const decode_batch &b, decod
     if (auto st = dispatch<false>(g, max_groups, t, stream); st != cudaSuccess) return st;
 
     const long long n = static_cast<long long>(b.tokens) * b.hidden;
-    combine_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(partial, b.topk_ids, b.tokens, b.slots,
-                                                                               b.hidden, b.out);
+    if (auto st = launch_pdl(combine_kernel, dim3(static_cast<unsigned>((n + 255) / 256)), dim3(256), 0, stream,
+                             static_cast<const float *>(partial), b.topk_ids, b.tokens, b.slots, b.hidden, b.out);
+        st != cudaSuccess)
+        return st;
     return cudaGetLastError();
 }
 

@@ -2,10 +2,9 @@
 // activations, tensor-core mma.m16n8k16 with fp32 accumulation, for any token count (fast for small ones).
 //
 // One run, after routing and the plan (moe_route.h) are on the device:
-//   groups    one CTA: per expert ceil(counts / 8) token tiles of 8 rows, grouped by `nt` tiles; the list of
-//             (expert, first tile) work groups and each expert's padded row offset.
-//   gate_up   grid (16-row weight tiles / tiles per CTA, groups bound): dequantize in registers, mma, SiLU(gate)
-//             * up in the epilogue (gate and up rows interleaved per tile), bf16 act rows.
+//   gate_up   grid (16-row weight tiles / tiles per CTA, work-group bound): each CTA finds its work group (an
+//             expert and `nt` token tiles of 8 rows) from the device counts, dequantizes in registers, mma,
+//             SiLU(gate) * up in the epilogue (gate and up rows interleaved per tile), bf16 act rows.
 //   down      same shape over H rows; epilogue applies the global scale and the router weight and writes an
 //             fp32 row per (token, slot) pair.
 //   combine   out[t] = bf16(sum over slots in slot order): deterministic.
@@ -53,16 +52,26 @@ struct decode_batch {
     void *workspace = nullptr;                  ///< moe_decode_workspace(...) bytes, 256-byte aligned
 };
 
-/// A variant: `nt` token tiles of 8 per warp (1, 2, 4), `ksplit` warps sharing one weight tile's K (1, 2, 4).
+/// A variant: `nt` token tiles of 8 per warp, `ksplit` warps sharing one weight tile's K; weights stream either
+/// through registers (`stages` = 0: each lane keeps `inflight` 64-wide K steps of loads in flight) or through a
+/// shared-memory ring of `stages` bulk copies of `inflight` K steps each (the copy engine; no registers held).
+/// Only the combinations in kDecodeTactics are compiled.
 struct decode_tactic {
     int nt = 1;
     int ksplit = 1;
+    int inflight = 4;
+    int stages = 0;
 };
+
+/// Every compiled tactic; index = the runner's tactic id.
+extern const decode_tactic kDecodeTactics[];
+extern const int kDecodeTacticCount;
 
 /// Scratch bytes for batches up to `max_tokens` tokens (any tactic).
 std::size_t moe_decode_workspace(int hidden, int inter, int num_experts, int slots, int max_tokens);
 
-/// Launches groups, gate_up, down and combine. cudaErrorInvalidValue (nothing launched) for bad sizes or an
+/// Launches gate_up, down and combine (programmatic dependent launches: each may start while the previous
+/// kernel drains). cudaErrorInvalidValue (nothing launched) for bad sizes or an
 /// unknown tactic. T = 0 launches nothing.
 cudaError_t moe_decode_run(const decode_weights &w, const decode_batch &b, decode_tactic t, cudaStream_t stream);
 

@@ -7,6 +7,7 @@
 // runs sequentially over experts, as the CPU's does. The plan is integer work: a stable counting sort.
 #include "kernels/moe_route.h"
 
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -187,6 +188,169 @@ __global__ void __launch_bounds__(kTileThreads)
     }
 }
 
+// Programmatic dependent launch (sm_90): let the next kernel's CTAs become resident while this one runs; wait
+// until the previous kernel's results are visible.
+__device__ __forceinline__ void allow_next_kernel() {
+    asm volatile("griddepcontrol.launch_dependents;");
+}
+__device__ __forceinline__ void wait_for_previous_kernel() {
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+
+__device__ __forceinline__ float4 load_stream_f4(const float *p) {
+    float4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.f32 {%0,%1,%2,%3}, [%4];"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                 : "l"(p));
+    return v;
+}
+
+// Small T (<= 64, H % 4 == 0): split-K over a cluster of kSplitCluster CTAs, the router read exactly once.
+// Cluster y owns experts [8 y, 8 y + 8) for every token; CTA rank r of the cluster owns the r-th of 8 K chunks
+// (float4 units). Its 8 warps are WE expert groups of NE experts x WK K sub-chunks. In a warp, lane = tg * LK
+// + kl: kl strides the warp's K range in float4 steps, tg picks tokens tg, tg + LT, ... (TT of them, LT * TT
+// >= T). Each thread keeps NE x TT fp32 FMA chains, loading U router float4 per expert ahead; a butterfly over
+// the LK lanes (halving the values held at each step while there is more than one) sums them, each warp
+// leaves its partials in shared memory, and after a cluster barrier the cluster's threads sum every logit over
+// (rank, sub-chunk) in that fixed order from distributed shared memory: deterministic run to run.
+constexpr int kSplitCluster = 8;
+constexpr int kSplitThreads = 256;
+constexpr int kSplitExperts = 8; // experts per cluster
+constexpr int kSplitMaxTokens = 64;
+
+constexpr int log2_of(int v) {
+    return v <= 1 ? 0 : 1 + log2_of(v / 2);
+}
+
+template <int NE, int TT, int LT, int WE, int WK, int U>
+__global__ void __launch_bounds__(kSplitThreads, 2)
+    sm90_f32_router_logits_splitk(const std::uint16_t *__restrict__ x, const float *__restrict__ router, int tokens,
+                                  int hidden, int experts, float *__restrict__ logits) {
+    static_assert(WE * NE == kSplitExperts && WE * WK == kSplitThreads / 32 && LT * TT <= kSplitMaxTokens);
+    constexpr int LK = 32 / LT;
+    constexpr int N = NE * TT;
+    __shared__ float part[WK][kSplitExperts][kSplitMaxTokens];
+    namespace cg = cooperative_groups;
+    cg::cluster_group cluster = cg::this_cluster();
+    allow_next_kernel();
+
+    const int rank = static_cast<int>(cluster.block_rank());
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int we = warp / WK, wk = warp % WK, tg = lane / LK, kl = lane % LK;
+    const int h4 = hidden / 4;
+    const int cta_chunk = (h4 + kSplitCluster - 1) / kSplitCluster;
+    const int cta_beg = min(h4, rank * cta_chunk), cta_end = min(h4, cta_beg + cta_chunk);
+    const int warp_chunk = (cta_end - cta_beg + WK - 1) / WK;
+    const int kb = min(cta_end, cta_beg + wk * warp_chunk), ke = min(cta_end, kb + warp_chunk);
+    const int e0 = blockIdx.y * kSplitExperts + we * NE;
+    const float *rrow[NE];
+#pragma unroll
+    for (int i = 0; i < NE; ++i) {
+        rrow[i] = e0 + i < experts ? router + static_cast<std::size_t>(e0 + i) * hidden : nullptr;
+    }
+    // The router never depends on the previous kernel: pull this thread's first batch into L2 before waiting.
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+        const int k4 = kb + kl + u * LK;
+#pragma unroll
+        for (int i = 0; i < NE; ++i)
+            if (k4 < ke && rrow[i] != nullptr) asm volatile("prefetch.global.L2 [%0];" ::"l"(rrow[i] + 4 * k4));
+    }
+    wait_for_previous_kernel();
+
+    float acc[N] = {}; // acc[i * TT + tt]: expert e0 + i, token tt * LT + tg
+    const std::uint16_t *xt = x + static_cast<std::size_t>(tg) * hidden;
+    for (int base = kb + kl; base < ke; base += LK * U) {
+        float4 w[U][NE];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int k4 = base + u * LK;
+#pragma unroll
+            for (int i = 0; i < NE; ++i)
+                w[u][i] = k4 < ke && rrow[i] != nullptr ? load_stream_f4(rrow[i] + 4 * k4)
+                                                        : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int k4 = base + u * LK;
+            if (k4 >= ke) break;
+#pragma unroll
+            for (int tt = 0; tt < TT; ++tt) {
+                if (tt * LT + tg >= tokens) break;
+                const uint2 v =
+                    __ldg(reinterpret_cast<const uint2 *>(xt + static_cast<std::size_t>(tt * LT) * hidden) + k4);
+                const float xv[4] = {bf16_lo(v.x), bf16_hi(v.x), bf16_lo(v.y), bf16_hi(v.y)};
+#pragma unroll
+                for (int i = 0; i < NE; ++i) {
+                    float &a = acc[i * TT + tt];
+                    a = fmaf(xv[0], w[u][i].x, a);
+                    a = fmaf(xv[1], w[u][i].y, a);
+                    a = fmaf(xv[2], w[u][i].z, a);
+                    a = fmaf(xv[3], w[u][i].w, a);
+                }
+            }
+        }
+    }
+
+    // Sum over the LK lanes (lane bits below LK). While n > 1 values remain, the lane with mask bit m set keeps
+    // the upper half and sends the lower: after h halvings it holds n / 2^h consecutive values starting at
+    // `first`; the last steps (n == 1) are plain butterflies.
+    constexpr int kStages = log2_of(LK);
+    int n = N, first = 0;
+#pragma unroll
+    for (int stage = 0; stage < kStages; ++stage) {
+        const int m = LK >> (stage + 1);
+        if (n > 1) {
+            const bool upper = (lane & m) != 0;
+            const int half = n / 2;
+#pragma unroll
+            for (int i = 0; i < N / 2; ++i) {
+                if (i >= half) break;
+                const float send = upper ? acc[i] : acc[i + half];
+                const float keep = upper ? acc[i + half] : acc[i];
+                acc[i] = keep + __shfl_xor_sync(0xFFFFFFFFu, send, m);
+            }
+            if (upper) first += half;
+            n = half;
+        } else {
+            acc[0] += __shfl_xor_sync(0xFFFFFFFFu, acc[0], m);
+        }
+    }
+    // Lanes that ended in plain butterflies hold duplicates: the one with those bits 0 writes.
+    constexpr int kHalvings = log2_of(N) < log2_of(LK) ? log2_of(N) : log2_of(LK);
+    constexpr int kDupMask = (LK >> kHalvings) - 1;
+    if ((lane & kDupMask) == 0) {
+#pragma unroll
+        for (int i = 0; i < N; ++i) {
+            if (i >= n) break;
+            const int j = first + i;
+            const int t = (j % TT) * LT + tg;
+            if (t < tokens) part[wk][we * NE + j / TT][t] = acc[i];
+        }
+    }
+    cluster.sync();
+
+    // Every logit of the cluster's experts: one thread each, summed over (rank, sub-chunk) in order.
+    const int outs = kSplitExperts * tokens;
+    for (int o = rank * kSplitThreads + threadIdx.x; o < outs; o += kSplitCluster * kSplitThreads) {
+        const int es = o / tokens, t = o % tokens;
+        const int e = blockIdx.y * kSplitExperts + es;
+        if (e >= experts) continue;
+        float v[kSplitCluster * WK];
+#pragma unroll
+        for (int q = 0; q < kSplitCluster; ++q) {
+            const float *remote = cluster.map_shared_rank(&part[0][0][0], q);
+#pragma unroll
+            for (int s = 0; s < WK; ++s) v[q * WK + s] = remote[(s * kSplitExperts + es) * kSplitMaxTokens + t];
+        }
+        float sum = 0.0f;
+#pragma unroll
+        for (int i = 0; i < kSplitCluster * WK; ++i) sum += v[i];
+        logits[static_cast<std::size_t>(t) * experts + e] = sum;
+    }
+    cluster.sync(); // keep this CTA's shared memory alive until the cluster has read it
+}
+
 int ceil_div(int a, int b) {
     return (a + b - 1) / b;
 }
@@ -240,39 +404,51 @@ __device__ __forceinline__ float expf_glibc(float x) {
     return __double2float_rn(__dmul_rn(y, s));
 }
 
-// One warp per token. Lane l holds experts l, l + 32, ...; kPerLane = ceil(E / 32) rounded up to a power of 2.
+// Per-warp scratch of one token's routing (shared memory).
+struct route_scratch {
+    float *score;  // [E] p or s: the unbiased score (the weights)
+    float *select; // [E] biased scores (group stage)
+    float *group;  // [n_group] group scores
+    int *keep;     // [n_group] group kept
+    int *chosen;   // [k] selected experts, in selection order
+};
+
+// Order-preserving key of a float (larger value, larger key; -0 and +0 equal). 0 is below every non-NaN key,
+// so it marks "no candidate".
+__device__ __forceinline__ unsigned order_key(float v) {
+    const unsigned b = __float_as_uint(v == 0.0f ? 0.0f : v);
+    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+__device__ __forceinline__ float key_value(unsigned key) {
+    return __uint_as_float((key & 0x80000000u) ? (key & 0x7FFFFFFFu) : ~key);
+}
+
+// Routes token `t` with the calling warp (whole warp, converged; no block barrier): reads its logits `row`
+// [E], writes ids and weights [k + S] to id_out / w_out and, if not null, the ids to s_ids too. Lane l holds
+// experts l, l + 32, ...; kPerLane = ceil(E / 32) rounded up to a power of 2.
 template <int kPerLane>
-__global__ void __launch_bounds__(kRouteWarps * 32)
-    moe_route_topk_kernel(const float *__restrict__ logits, const float *__restrict__ bias, int tokens, route_rule rule,
-                          std::int32_t *__restrict__ ids, float *__restrict__ weights, int *bad_token) {
-    __shared__ float s_score[kRouteWarps][kMaxRouteExperts];  // p or s: the unbiased score (the weights)
-    __shared__ float s_select[kRouteWarps][kMaxRouteExperts]; // biased scores (group stage)
-    __shared__ float s_group[kRouteWarps][kMaxRouteExperts];  // group scores
-    __shared__ int s_keep[kRouteWarps][kMaxRouteExperts];     // group kept
-    __shared__ int s_ids[kRouteWarps][kMaxRouteExperts];      // selected experts, in selection order
+__device__ __forceinline__ void route_token(const float *row, const float *__restrict__ bias, int t,
+                                            const route_rule &rule, const route_scratch &sc, std::int32_t *id_out,
+                                            float *w_out, int *s_ids, int *bad_token) {
     constexpr unsigned kFull = 0xFFFFFFFFu;
     const float kInf = __uint_as_float(0x7F800000u);
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int t = blockIdx.x * kRouteWarps + warp;
-    if (t >= tokens) return; // whole warps only; no block barrier below
+    const int lane = threadIdx.x % 32;
     const int n_exp = rule.experts, k = rule.top_k, slots = rule.top_k + rule.shared;
-    const float *row = logits + static_cast<std::size_t>(t) * n_exp;
-    std::int32_t *id_out = ids + static_cast<std::size_t>(t) * slots;
-    float *w_out = weights + static_cast<std::size_t>(t) * slots;
-    float *score = s_score[warp];
+    float *score = sc.score;
 
     float v[kPerLane];
     bool finite = true;
 #pragma unroll
     for (int i = 0; i < kPerLane; ++i) {
         const int e = i * 32 + lane;
-        v[i] = e < n_exp ? row[e] : -kInf;
+        v[i] = e < n_exp ? __ldcg(row + e) : -kInf;
         if (e < n_exp && !isfinite(v[i])) finite = false;
     }
     if (!__all_sync(kFull, finite)) {
         for (int j = lane; j < slots; j += 32) {
             id_out[j] = -1;
             w_out[j] = 0.0f;
+            if (s_ids != nullptr) s_ids[j] = -1;
         }
         if (lane == 0 && bad_token != nullptr) atomicMin(bad_token, t);
         return;
@@ -280,11 +456,10 @@ __global__ void __launch_bounds__(kRouteWarps * 32)
 
     float sel[kPerLane]; // what the top-k ranks
     if (rule.softmax) {
-        float mx = v[0];
+        unsigned mk = 0; // the max as a key: one redux instead of a shuffle butterfly (every v is finite here)
 #pragma unroll
-        for (int i = 1; i < kPerLane; ++i) mx = fmaxf(mx, v[i]);
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, o));
+        for (int i = 0; i < kPerLane; ++i) mk = max(mk, order_key(v[i]));
+        const float mx = key_value(__reduce_max_sync(kFull, mk));
 #pragma unroll
         for (int i = 0; i < kPerLane; ++i)
             if (i * 32 + lane < n_exp) score[i * 32 + lane] = expf_glibc(__fsub_rn(v[i], mx));
@@ -301,7 +476,7 @@ __global__ void __launch_bounds__(kRouteWarps * 32)
             if (e < n_exp) sel[i] = score[e] = __fdiv_rn(score[e], sum);
         }
     } else {
-        float *select = s_select[warp];
+        float *select = sc.select;
 #pragma unroll
         for (int i = 0; i < kPerLane; ++i) {
             const int e = i * 32 + lane;
@@ -314,11 +489,12 @@ __global__ void __launch_bounds__(kRouteWarps * 32)
         }
         if (rule.n_group > 1) {
             const int per = n_exp / rule.n_group;
-            float *group = s_group[warp];
-            int *keep = s_keep[warp];
+            float *group = sc.group;
+            int *keep = sc.keep;
             __syncwarp();
             for (int g = lane; g < rule.n_group; g += 32) { // the two largest values, with multiplicity
                 float top1 = -kInf, top2 = -kInf;
+#pragma unroll 4
                 for (int j = 0; j < per; ++j) {
                     const float x = select[g * per + j];
                     if (x > top1) {
@@ -346,30 +522,27 @@ __global__ void __launch_bounds__(kRouteWarps * 32)
         }
     }
 
-    // k rounds of a warp argmax under (value desc, index asc); `taken` bit i = expert i * 32 + lane chosen.
-    unsigned taken = 0;
-    int *chosen = s_ids[warp];
+    // k rounds of a warp argmax under (value desc, index asc): a redux max over order keys, then a redux min
+    // over the indices holding it. Key 0 = no candidate (absent or taken): below every expert, even one at -inf.
+    unsigned key[kPerLane];
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) key[i] = i * 32 + lane < n_exp ? order_key(sel[i]) : 0u;
+    int *chosen = sc.chosen;
     for (int j = 0; j < k; ++j) {
-        float bv = -kInf;
-        int bi = INT_MAX; // INT_MAX: no candidate (loses to any expert, even one at -inf)
+        unsigned best = 0;
 #pragma unroll
-        for (int i = 0; i < kPerLane; ++i) {
-            const int e = i * 32 + lane;
-            if (e < n_exp && !((taken >> i) & 1u) && (bi == INT_MAX || sel[i] > bv)) {
-                bv = sel[i];
-                bi = e;
-            }
-        }
+        for (int i = 0; i < kPerLane; ++i) best = max(best, key[i]);
+        best = __reduce_max_sync(kFull, best);
+        int cand = INT_MAX;
 #pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-            const float ov = __shfl_xor_sync(kFull, bv, o);
-            const int oi = __shfl_xor_sync(kFull, bi, o);
-            if (oi != INT_MAX && (bi == INT_MAX || ov > bv || (ov == bv && oi < bi))) {
-                bv = ov;
-                bi = oi;
-            }
+        for (int i = kPerLane - 1; i >= 0; --i)
+            if (key[i] == best) cand = i * 32 + lane; // the lowest i holding it
+        const int bi = __reduce_min_sync(kFull, cand);
+        if (bi % 32 == lane) {
+#pragma unroll
+            for (int i = 0; i < kPerLane; ++i)
+                if (i == bi / 32) key[i] = 0u;
         }
-        if (bi % 32 == lane) taken |= 1u << (bi / 32);
         if (lane == 0) chosen[j] = bi;
     }
     __syncwarp();
@@ -391,6 +564,144 @@ __global__ void __launch_bounds__(kRouteWarps * 32)
         }
         id_out[j] = id;
         w_out[j] = w;
+        if (s_ids != nullptr) s_ids[j] = id;
+    }
+}
+
+// One warp per token, 4 per CTA.
+template <int kPerLane>
+__global__ void __launch_bounds__(kRouteWarps * 32)
+    moe_route_topk_kernel(const float *__restrict__ logits, const float *__restrict__ bias, int tokens, route_rule rule,
+                          std::int32_t *__restrict__ ids, float *__restrict__ weights, int *bad_token) {
+    __shared__ float s_score[kRouteWarps][kMaxRouteExperts];
+    __shared__ float s_select[kRouteWarps][kMaxRouteExperts];
+    __shared__ float s_group[kRouteWarps][kMaxRouteExperts];
+    __shared__ int s_keep[kRouteWarps][kMaxRouteExperts];
+    __shared__ int s_chosen[kRouteWarps][kMaxRouteExperts];
+    const int warp = threadIdx.x / 32;
+    const int t = blockIdx.x * kRouteWarps + warp;
+    if (t >= tokens) return; // whole warps only; no block barrier below
+    const int slots = rule.top_k + rule.shared;
+    const route_scratch sc{s_score[warp], s_select[warp], s_group[warp], s_keep[warp], s_chosen[warp]};
+    route_token<kPerLane>(logits + static_cast<std::size_t>(t) * rule.experts, bias, t, rule, sc,
+                          ids + static_cast<std::size_t>(t) * slots, weights + static_cast<std::size_t>(t) * slots,
+                          nullptr, bad_token);
+}
+
+// ---- top-k and plan in one CTA (small batches) -----------------------------------------------------------
+
+constexpr int kFusedThreads = 1024;
+constexpr int kFusedMaxTokens = 64;       // a token bitmask per expert is one 64-bit word
+constexpr int kFusedMaxPairs = 2048;      // T * slots
+constexpr int kFusedMaxExperts = 1024;    // E + S: one thread per expert in the scan
+constexpr int kFusedMaskedFill = 1 << 16; // masked_pairs entries written in-kernel; above, a separate grid
+
+// Per-warp scratch floats/ints of route_token, and the whole dynamic shared memory of the fused kernel.
+int route_scratch_words(const route_rule &r) {
+    return 2 * r.experts + 2 * r.n_group + r.top_k;
+}
+std::size_t fused_smem_bytes(const route_rule &r, int tokens, int num_experts) {
+    const int warps = std::min(32, tokens), pairs = tokens * (r.top_k + r.shared);
+    return 8 * static_cast<std::size_t>(num_experts) + 4 * (static_cast<std::size_t>(pairs) + num_experts + 1 + 32 +
+                                                            static_cast<std::size_t>(warps) * route_scratch_words(r));
+}
+
+// One CTA of 1024 threads: warp w routes tokens w, w + 32 (ids and weights to global and to shared memory),
+// then the plan from the shared ids. Ids are distinct within a token, so expert e's rows are the tokens of its
+// 64-bit token mask in order: counts = popcount, row = offsets[e] + popcount of the mask below the token,
+// exactly moe_plan_from_ids' order.
+template <int kPerLane>
+__global__ void __launch_bounds__(kFusedThreads, 1)
+    moe_route_topk_plan_kernel(const float *logits, const float *__restrict__ bias, int tokens, route_rule rule,
+                               int num_experts, int max_tokens, bool fill_masked, std::int32_t *__restrict__ ids,
+                               float *__restrict__ weights, int *bad_token, plan_buffers out) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    allow_next_kernel();
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int slots = rule.top_k + rule.shared, pairs = tokens * slots, ne = num_experts;
+    const int route_warps = min(32, tokens);
+    auto *s_mask = reinterpret_cast<unsigned long long *>(smem_raw); // [ne] token mask per expert
+    int *s_ids = reinterpret_cast<int *>(s_mask + ne);               // [pairs]
+    int *s_off = s_ids + pairs;                                      // [ne + 1]
+    int *s_wsum = s_off + ne + 1;                                    // [32]
+    int *s_route = s_wsum + 32;                                      // [route_warps][scratch words]
+    for (int e = tid; e < ne; e += kFusedThreads) s_mask[e] = 0ull;
+    wait_for_previous_kernel();
+
+    if (warp < route_warps) {
+        const int words = 2 * rule.experts + 2 * rule.n_group + rule.top_k;
+        float *base = reinterpret_cast<float *>(s_route + warp * words);
+        const route_scratch sc{base, base + rule.experts, base + 2 * rule.experts,
+                               reinterpret_cast<int *>(base + 2 * rule.experts + rule.n_group),
+                               reinterpret_cast<int *>(base + 2 * rule.experts + 2 * rule.n_group)};
+        for (int t = warp; t < tokens; t += route_warps) {
+            const std::size_t p0 = static_cast<std::size_t>(t) * slots;
+            route_token<kPerLane>(logits + static_cast<std::size_t>(t) * rule.experts, bias, t, rule, sc, ids + p0,
+                                  weights + p0, s_ids + p0, bad_token);
+            __syncwarp();
+        }
+    }
+    __syncthreads();
+    for (int p = tid; p < pairs; p += kFusedThreads) {
+        const int e = s_ids[p];
+        if (e >= 0 && e < ne) atomicOr(&s_mask[e], 1ull << (p / slots));
+    }
+    __syncthreads();
+
+    // counts, then offsets by a block scan (one expert per thread).
+    const int c = tid < ne ? __popcll(s_mask[tid]) : 0;
+    if (tid < ne) out.counts[tid] = c;
+    int incl = c;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+        const int y = __shfl_up_sync(0xFFFFFFFFu, incl, d);
+        if (lane >= d) incl += y;
+    }
+    if (lane == 31) s_wsum[warp] = incl;
+    __syncthreads();
+    if (warp == 0) {
+        const int w = s_wsum[lane];
+        int wi = w;
+#pragma unroll
+        for (int d = 1; d < 32; d <<= 1) {
+            const int y = __shfl_up_sync(0xFFFFFFFFu, wi, d);
+            if (lane >= d) wi += y;
+        }
+        s_wsum[lane] = wi - w; // exclusive base of each warp
+    }
+    __syncthreads();
+    const int excl = s_wsum[warp] + incl - c;
+    if (tid < ne) {
+        s_off[tid] = excl;
+        out.offsets[tid] = excl;
+    }
+    if (tid == ne - 1) {
+        s_off[ne] = excl + c;
+        out.offsets[ne] = excl + c;
+    }
+    __syncthreads();
+
+    const int valid = s_off[ne];
+    for (int p = tid; p < pairs; p += kFusedThreads) {
+        const int e = s_ids[p];
+        if (e >= 0 && e < ne) {
+            const int t = p / slots;
+            const int rank = __popcll(s_mask[e] & ((1ull << t) - 1ull));
+            const int row = s_off[e] + rank;
+            out.perm[row] = p;
+            out.inv_perm[p] = row;
+            if (fill_masked) out.masked_pairs[static_cast<std::size_t>(e) * max_tokens + rank] = p;
+        } else {
+            out.inv_perm[p] = -1;
+        }
+    }
+    for (int r = valid + tid; r < pairs; r += kFusedThreads) out.perm[r] = -1; // rows of skipped pairs
+    if (fill_masked) {
+        const int n = ne * max_tokens;
+        for (int i = tid; i < n; i += kFusedThreads) {
+            const int e = i / max_tokens, r = i % max_tokens;
+            if (r >= s_off[e + 1] - s_off[e]) out.masked_pairs[i] = -1;
+        }
     }
 }
 
@@ -494,6 +805,55 @@ __global__ void __launch_bounds__(kMaskedThreads)
     masked_pairs[static_cast<std::size_t>(e) * max_tokens + i] = i < counts[e] ? perm[offsets[e] + i] : -1;
 }
 
+// Launches with programmatic stream serialization (the kernel may start while its predecessor drains and
+// waits for it in griddepcontrol.wait; in stream capture the graph gets a programmatic edge), in clusters of
+// `cluster` CTAs along x when cluster > 1.
+template <typename... Params, typename... Args>
+cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t smem, int cluster,
+                       cudaStream_t stream, Args... args) {
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = stream;
+    cudaLaunchAttribute attr[2];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr, cfg.numAttrs = 1;
+    if (cluster > 1) {
+        attr[1].id = cudaLaunchAttributeClusterDimension;
+        attr[1].val.clusterDim.x = static_cast<unsigned>(cluster);
+        attr[1].val.clusterDim.y = 1;
+        attr[1].val.clusterDim.z = 1;
+        cfg.numAttrs = 2;
+    }
+    return cudaLaunchKernelEx(&cfg, kernel, args...);
+}
+
+// The checks of moe_desc::validate, plus what the top-k kernels support.
+bool route_rule_ok(const route_rule &r, int tokens, const float *bias) {
+    if (tokens < 0 || r.experts <= 0 || r.experts > kMaxRouteExperts || r.top_k <= 0 || r.top_k > r.experts ||
+        r.shared < 0)
+        return false;
+    if (r.n_group <= 0 || r.experts % r.n_group != 0 || r.topk_group <= 0 || r.topk_group > r.n_group ||
+        r.top_k > r.topk_group * (r.experts / r.n_group) || (r.n_group > 1 && r.experts / r.n_group < 2))
+        return false;
+    return !(r.correction_bias && (r.softmax || bias == nullptr));
+}
+
+constexpr std::size_t kFusedSmemMax =
+    8 * kFusedMaxExperts + 4 * (kFusedMaxPairs + kFusedMaxExperts + 1 + 32 +
+                                32 * (2 * kMaxRouteExperts + 2 * (kMaxRouteExperts / 2) + kMaxRouteExperts));
+
+template <int kPerLane>
+cudaError_t launch_topk_plan(const float *logits, const float *bias, int tokens, const route_rule &r, int num_experts,
+                             int max_tokens, bool fill_masked, std::int32_t *ids, float *weights, int *bad_token,
+                             const plan_buffers &out, cudaStream_t stream) {
+    static const cudaError_t attr = cudaFuncSetAttribute(
+        moe_route_topk_plan_kernel<kPerLane>, cudaFuncAttributeMaxDynamicSharedMemorySize, int{kFusedSmemMax});
+    if (attr != cudaSuccess) return attr;
+    return launch_pdl(moe_route_topk_plan_kernel<kPerLane>, dim3(1), dim3(kFusedThreads),
+                      fused_smem_bytes(r, tokens, num_experts), 1, stream, logits, bias, tokens, r, num_experts,
+                      max_tokens, fill_masked, ids, weights, bad_token, out);
+}
+
 } // namespace
 
 cudaError_t moe_router_logits(const std::uint16_t *x, const float *router, int tokens, int hidden, int experts,
@@ -504,6 +864,27 @@ cudaError_t moe_router_logits(const std::uint16_t *x, const float *router, int t
     if (ceil_div(tokens, BLOCK_M) > 65535) return cudaErrorInvalidValue;
     const bool vec = hidden % 4 == 0 && reinterpret_cast<std::uintptr_t>(x) % 8 == 0 &&
                      reinterpret_cast<std::uintptr_t>(router) % 16 == 0;
+    if (tokens <= kSplitMaxTokens && vec) {
+        const dim3 grid(kSplitCluster, ceil_div(experts, kSplitExperts)), block(kSplitThreads);
+        const auto launch = [&](auto kernel) {
+            return launch_pdl(kernel, grid, block, 0, kSplitCluster, stream, x, router, tokens, hidden, experts,
+                              logits);
+        };
+        // <NE, TT, LT, WE, WK, U>: experts per thread, tokens per thread, token lanes, expert warps, K warps,
+        // router loads ahead per expert.
+        cudaError_t e;
+        if (tokens == 1)
+            e = launch(sm90_f32_router_logits_splitk<1, 1, 1, 8, 1, 8>);
+        else if (tokens <= 4)
+            e = launch(sm90_f32_router_logits_splitk<2, 4, 1, 4, 2, 4>);
+        else if (tokens <= 16)
+            e = launch(sm90_f32_router_logits_splitk<2, 8, 2, 4, 2, 4>);
+        else if (tokens <= 32)
+            e = launch(sm90_f32_router_logits_splitk<4, 8, 4, 2, 4, 2>);
+        else
+            e = launch(sm90_f32_router_logits_splitk<4, 16, 4, 2, 4, 2>);
+        return e != cudaSuccess ? e : cudaGetLastError();
+    }
     if (router_logits_use_tiled(tokens, experts)) {
         const dim3 grid(ceil_div(experts, BLOCK_N), ceil_div(tokens, BLOCK_M));
         if (vec)
@@ -528,15 +909,8 @@ cudaError_t moe_router_logits(const std::uint16_t *x, const float *router, int t
 
 cudaError_t moe_route_topk(const float *logits, const float *bias, int tokens, const route_rule &rule,
                            std::int32_t *ids, float *weights, int *bad_token, cudaStream_t stream) {
-    // The checks of moe_desc::validate, plus what this kernel supports.
     const route_rule &r = rule;
-    if (tokens < 0 || r.experts <= 0 || r.experts > kMaxRouteExperts || r.top_k <= 0 || r.top_k > r.experts ||
-        r.shared < 0)
-        return cudaErrorInvalidValue;
-    if (r.n_group <= 0 || r.experts % r.n_group != 0 || r.topk_group <= 0 || r.topk_group > r.n_group ||
-        r.top_k > r.topk_group * (r.experts / r.n_group) || (r.n_group > 1 && r.experts / r.n_group < 2))
-        return cudaErrorInvalidValue;
-    if (r.correction_bias && (r.softmax || bias == nullptr)) return cudaErrorInvalidValue;
+    if (!route_rule_ok(r, tokens, bias)) return cudaErrorInvalidValue;
     if (tokens == 0) return cudaSuccess;
     if (logits == nullptr || ids == nullptr || weights == nullptr) return cudaErrorInvalidValue;
     const unsigned blocks = static_cast<unsigned>(ceil_div(tokens, kRouteWarps));
@@ -581,6 +955,64 @@ cudaError_t moe_build_plan(const std::int32_t *ids, int tokens, int slots, int n
                                                                     out.masked_pairs);
     }
     return cudaGetLastError();
+}
+
+bool moe_route_topk_plan_fits(int tokens, const route_rule &rule) {
+    const long long pairs = static_cast<long long>(tokens) * (rule.top_k + rule.shared);
+    return tokens >= 0 && tokens <= kFusedMaxTokens && pairs <= kFusedMaxPairs && rule.experts <= kMaxRouteExperts &&
+           rule.n_group <= kMaxRouteExperts / 2 && rule.experts + rule.shared <= kFusedMaxExperts;
+}
+
+cudaError_t moe_route_topk_plan(const float *logits, const float *bias, int tokens, const route_rule &rule,
+                                int max_tokens, std::int32_t *ids, float *weights, int *bad_token,
+                                const plan_buffers &out, cudaStream_t stream) {
+    const route_rule &r = rule;
+    if (!route_rule_ok(r, tokens, bias) || !moe_route_topk_plan_fits(tokens, r) || max_tokens < 0)
+        return cudaErrorInvalidValue;
+    const int slots = r.top_k + r.shared, ne = r.experts + r.shared;
+    if (out.counts == nullptr || out.offsets == nullptr) return cudaErrorInvalidValue;
+    if (out.masked_pairs != nullptr && tokens > max_tokens) return cudaErrorInvalidValue;
+    if (tokens == 0) return moe_build_plan(nullptr, 0, slots, ne, max_tokens, out, stream);
+    if (logits == nullptr || ids == nullptr || weights == nullptr || out.perm == nullptr || out.inv_perm == nullptr)
+        return cudaErrorInvalidValue;
+    const bool fill_masked = out.masked_pairs != nullptr &&
+                             static_cast<long long>(ne) * max_tokens <= static_cast<long long>(kFusedMaskedFill);
+    const int per_lane = ceil_div(r.experts, 32);
+    cudaError_t e;
+    if (per_lane <= 1)
+        e = launch_topk_plan<1>(logits, bias, tokens, r, ne, max_tokens, fill_masked, ids, weights, bad_token, out,
+                                stream);
+    else if (per_lane <= 2)
+        e = launch_topk_plan<2>(logits, bias, tokens, r, ne, max_tokens, fill_masked, ids, weights, bad_token, out,
+                                stream);
+    else if (per_lane <= 4)
+        e = launch_topk_plan<4>(logits, bias, tokens, r, ne, max_tokens, fill_masked, ids, weights, bad_token, out,
+                                stream);
+    else
+        e = launch_topk_plan<8>(logits, bias, tokens, r, ne, max_tokens, fill_masked, ids, weights, bad_token, out,
+                                stream);
+    if (e != cudaSuccess) return e;
+    if (out.masked_pairs != nullptr && !fill_masked && max_tokens > 0) {
+        const dim3 grid(ceil_div(max_tokens, kMaskedThreads), ne);
+        moe_plan_masked_kernel<<<grid, kMaskedThreads, 0, stream>>>(out.counts, out.offsets, out.perm, max_tokens,
+                                                                    out.masked_pairs);
+    }
+    return cudaGetLastError();
+}
+
+cudaError_t moe_route_fused(const std::uint16_t *x, const float *router, const float *bias, int tokens, int hidden,
+                            const route_rule &rule, int max_tokens, float *logits, std::int32_t *ids, float *weights,
+                            int *bad_token, const plan_buffers &out, cudaStream_t stream) {
+    if (!route_rule_ok(rule, tokens, bias) || !moe_route_topk_plan_fits(tokens, rule) || hidden <= 0 ||
+        max_tokens < 0 || (out.masked_pairs != nullptr && tokens > max_tokens))
+        return cudaErrorInvalidValue;
+    if (tokens > 0) {
+        if (x == nullptr || router == nullptr || logits == nullptr) return cudaErrorInvalidValue;
+        if (const cudaError_t e = moe_router_logits(x, router, tokens, hidden, rule.experts, logits, stream);
+            e != cudaSuccess)
+            return e;
+    }
+    return moe_route_topk_plan(logits, bias, tokens, rule, max_tokens, ids, weights, bad_token, out, stream);
 }
 
 } // namespace fp4moe::cuda

@@ -20,9 +20,9 @@ namespace fp4moe::cuda {
 
 /// The routing rule (mirrors fp4moe::moe_routing plus the sizes; see include/fp4moe/moe.h).
 struct route_rule {
-    int experts = 0; ///< E routed experts
-    int top_k = 0;   ///< k
-    int shared = 0;  ///< S shared slots, appended as ids E..E+S-1 with weight 1
+    int experts = 0;              ///< E routed experts
+    int top_k = 0;                ///< k
+    int shared = 0;               ///< S shared slots, appended as ids E..E+S-1 with weight 1
     bool softmax = true;          ///< softmax scoring (Qwen3); false: sigmoid (DeepSeek-V3, GLM)
     bool renormalize = true;      ///< w /= sum(w) (+1e-20 for sigmoid)
     bool correction_bias = false; ///< selection on score + bias[e] (sigmoid only)
@@ -32,10 +32,15 @@ struct route_rule {
 };
 
 /// logits[t, e] = sum_k float(x[t, k]) * router[e, k] in fp32. x [T, H] bf16 bits, router [E, H] fp32.
-/// Loads are 16-byte (router) and 8-byte (x) when H % 4 == 0 and the pointers are so aligned, scalar otherwise.
-/// Small batches: one CTA per (expert, 8 tokens) up to T = 8, per (4 experts, 8 tokens) above, the router read
-/// once per 8 tokens; once 64 x 64 tiles make a grid of >= 64 CTAs, a tiled fp32 GEMM (each logit one FMA
-/// chain over k, the CPU's order).
+/// T <= 64 with H % 4 == 0 and x / router 8- / 16-byte aligned (decode): split-K, grid (8, ceil(E / 8)) of
+/// 256-thread CTAs in clusters of 8 along x. Cluster y owns 8 experts for all T tokens, CTA rank r the r-th
+/// eighth of H; the router is streamed once in 16-byte loads (x re-read from L1/L2 per 8 experts). Partial sums
+/// are combined through distributed shared memory in a fixed (rank, warp) order: deterministic run to run.
+/// Launched as a programmatic dependent launch (PDL): it prefetches its router slice into L2 and then waits
+/// for the previous kernel in griddepcontrol.wait before reading x; it lets the next kernel launch at once.
+/// Otherwise (scalar loads when H % 4 != 0 or misaligned): one CTA per (expert, 8 tokens) up to T = 8, per
+/// (4 experts, 8 tokens) above; once 64 x 64 tiles make a grid of >= 64 CTAs, a tiled fp32 GEMM (each logit one
+/// FMA chain over k, the CPU's order).
 /// Errors (nothing launched): T < 0, H <= 0, E <= 0, null pointers when T > 0. T == 0 launches nothing.
 cudaError_t moe_router_logits(const std::uint16_t *x, const float *router, int tokens, int hidden, int experts,
                               float *logits, cudaStream_t stream);
@@ -71,5 +76,27 @@ struct plan_buffers {
 /// T * slots > 2^30, T > max_tokens with masked_pairs, null counts/offsets, null ids/perm/inv_perm when T > 0.
 cudaError_t moe_build_plan(const std::int32_t *ids, int tokens, int slots, int num_experts, int max_tokens,
                            const plan_buffers &out, cudaStream_t stream);
+
+/// Whether moe_route_topk_plan (and moe_route_fused) take this batch: T <= 64, T * (k + S) <= 2048,
+/// E <= 256, E + S <= 1024 (the rule itself is checked by the launchers).
+bool moe_route_topk_plan_fits(int tokens, const route_rule &rule);
+
+/// Top-k and the plan of a small batch in ONE kernel: a single 1024-thread CTA (dynamic shared memory up to
+/// ~150 KB), warp w routing tokens w, w + 32 exactly as moe_route_topk does, then the plan from the ids in
+/// shared memory (a 64-bit token mask per expert: counts, a block scan for offsets, rows by mask rank). Writes
+/// ids, weights, bad_token (as moe_route_topk) and every plan array of moe_build_plan (num_experts = E + S);
+/// masked_pairs in-kernel when (E + S) * max_tokens <= 65536, else with moe_build_plan's masked grid after it.
+/// PDL launch (waits for the previous kernel before reading logits; lets the next one launch at once).
+/// Errors (nothing launched): moe_route_topk's and moe_build_plan's, and !moe_route_topk_plan_fits.
+/// T == 0: as moe_build_plan with T == 0.
+cudaError_t moe_route_topk_plan(const float *logits, const float *bias, int tokens, const route_rule &rule,
+                                int max_tokens, std::int32_t *ids, float *weights, int *bad_token,
+                                const plan_buffers &out, cudaStream_t stream);
+
+/// The whole routing of a small batch (moe_route_topk_plan_fits): moe_router_logits into `logits` [T, E], then
+/// moe_route_topk_plan. Two kernels at decode (split-K logits, top-k + plan), chained by PDL.
+cudaError_t moe_route_fused(const std::uint16_t *x, const float *router, const float *bias, int tokens, int hidden,
+                            const route_rule &rule, int max_tokens, float *logits, std::int32_t *ids, float *weights,
+                            int *bad_token, const plan_buffers &out, cudaStream_t stream);
 
 } // namespace fp4moe::cuda
