@@ -5,10 +5,6 @@
 
 namespace fp4moe::loadgen {
 
-const char *backend_name(backend_kind b) {
-    return b == backend_kind::sglang ? "sglang" : "openai";
-}
-
 void line_splitter::feed(std::string_view bytes, const std::function<void(std::string_view)> &on_line) {
     std::size_t pos = 0;
     while (pos < bytes.size()) {
