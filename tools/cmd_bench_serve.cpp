@@ -82,10 +82,13 @@ int run_bench_serve_cli(bench_serve_cli &c) {
     if (!c.json.empty()) ok &= write_file(c.json, loadgen::sweep_json(r.value().meta, r.value().passes));
     if (!c.md.empty()) ok &= write_file(c.md, loadgen::sweep_markdown(r.value().meta, r.value().passes));
     if (!c.plot.empty()) ok &= write_file(c.plot, loadgen::sweep_svg(r.value().meta, r.value().passes));
+    // Failed requests are results, not crashes: the blocks and reports above carry them. The exit code still says
+    // so, for scripts.
     for (const auto &p : r.value().passes)
-        if (p.metrics.completed == 0) {
-            fmt::print(stderr, "fp4moe bench serve: every request failed (max concurrency {}); errors above\n",
-                       p.info.max_concurrency);
+        if (p.metrics.failed > 0) {
+            fmt::print(stderr, "fp4moe bench serve: {} of {} requests failed (max concurrency {}); errors above\n",
+                       p.metrics.failed, p.metrics.failed + p.metrics.completed,
+                       p.info.max_concurrency ? std::to_string(p.info.max_concurrency) : "not set");
             ok = false;
         }
     return ok ? 0 : 1;
