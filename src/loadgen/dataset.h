@@ -7,6 +7,8 @@
 // lengths: offset_i = randint(0, V), token j of prompt i = (offset_i + i + j) mod V, V the tokenizer's base vocabulary
 // (Hugging Face `vocab_size`: without added tokens). sglang's `random` takes its token content from ShareGPT
 // conversations, which needs the ShareGPT file; the lengths, and so every throughput figure, do not depend on it.
+// (The offsets are drawn from the same generator, so the Poisson gaps that follow match a sglang run with
+// `--dataset-name random-ids`; its `random` draws nothing more from numpy before the gaps.)
 // Text prompts are the tokenizer's decode of those ids, each length first reduced by the special tokens the
 // tokenizer adds (as sglang does, since the server re-tokenizes and adds them); `prompt_len` is the sampled length.
 //
