@@ -4,23 +4,41 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstring>
 
 namespace fp4moe::mma_pack {
 namespace {
 
 // Where element (tile row 0..15, k within the 64-wide kstep) goes: lane 4g + t owns K block t of the kstep
 // (k = 16t .. 16t + 15); in its word q (the mma's k-slice), physical k = 16t + 4q + 2u + c is mma-k 2t + 8u + c:
-// a0/a1 (u = 0) and a2/a3 (u = 1) for rows g / g + 8; c picks nibble j or j + 4.
+// register j = 2u + (row >= 8) of the A fragment, element c of the pair.
 struct slot {
-    int lane, word, nibble;
+    int lane, word, reg, elem;
 };
 slot slot_of(int row, int pk) {
-    const int g = row % 8, hi = row / 8;
+    const int hi = row / 8;
     const int t = pk / 16, q = (pk % 16) / 4, u = (pk % 4) / 2, c = pk % 2;
-    return {4 * g + t, q, (u * 2 + hi) + 4 * c};
+    return {4 * (row % 8) + t, q, u * 2 + hi, c};
+}
+// Bit positions in the 32-bit word of an E2M1 code's bits (m, e0, e1, sign) for register j, element c (see
+// mma_pack.h): registers 0..2 sit at their bf16 positions shifted right by 3j; register 3 fills the rest.
+void bit_positions(int reg, int elem, int (&pos)[4]) {
+    const int base = 16 * elem;
+    if (reg < 3) {
+        pos[0] = base + 6 - 3 * reg, pos[1] = base + 7 - 3 * reg, pos[2] = base + 8 - 3 * reg;
+        pos[3] = base + 15 - 3 * reg;
+    } else {
+        pos[0] = base + 10, pos[1] = base + 11, pos[2] = base + 13, pos[3] = base + 14;
+    }
 }
 // Byte of the scale code of (tile row, K block t of the kstep) within the tile-kstep's 64 bytes.
-int scale_byte(int row, int t) { return (4 * (row % 8) + t) * 2 + row / 8; }
+int scale_byte(int row, int t) {
+    return (4 * (row % 8) + t) * 2 + row / 8;
+}
+
+std::uint32_t &word_at(std::vector<std::uint8_t> &q, std::size_t off) {
+    return *reinterpret_cast<std::uint32_t *>(q.data() + off);
+}
 
 std::uint8_t code_at(const nvfp4::matrix_view &m, std::int64_t row, std::int64_t k) {
     const std::uint8_t b = m.packed[row * (m.cols / 2) + k / 2];
@@ -50,8 +68,10 @@ status fill_tile(packed_matrix &out, std::int64_t tile, std::int64_t k_total, Ro
                 std::uint8_t c = code.value() == 0 ? 0 : code_at(*m, row, blk * 16 + kk);
                 if (negative) c ^= 0x8;
                 const slot sl = slot_of(r, t * 16 + kk);
-                std::uint8_t &byte = out.q[qbase + sl.lane * 16 + sl.word * 4 + sl.nibble / 2];
-                byte |= static_cast<std::uint8_t>((sl.nibble % 2) ? c << 4 : c);
+                int pos[4];
+                bit_positions(sl.reg, sl.elem, pos);
+                std::uint32_t &word = word_at(out.q, qbase + sl.lane * 16 + sl.word * 4);
+                for (int bit = 0; bit < 4; ++bit) word |= static_cast<std::uint32_t>((c >> bit) & 1) << pos[bit];
             }
         }
     }
@@ -135,8 +155,12 @@ float packed_value(const packed_matrix &p, std::int64_t row, std::int64_t k) {
     const int r = static_cast<int>(row % kTileRows), pk = static_cast<int>(k % kStepK);
     const slot sl = slot_of(r, pk);
     const std::size_t qbase = static_cast<std::size_t>(tile * p.ksteps + s) * kTileStepBytes;
-    const std::uint8_t byte = p.q[qbase + sl.lane * 16 + sl.word * 4 + sl.nibble / 2];
-    const std::uint8_t c = (sl.nibble % 2) ? byte >> 4 : byte & 0xF;
+    std::uint32_t word;
+    std::memcpy(&word, p.q.data() + qbase + sl.lane * 16 + sl.word * 4, 4);
+    int pos[4];
+    bit_positions(sl.reg, sl.elem, pos);
+    std::uint8_t c = 0;
+    for (int bit = 0; bit < 4; ++bit) c |= static_cast<std::uint8_t>(((word >> pos[bit]) & 1) << bit);
     const std::size_t sbase = static_cast<std::size_t>(tile * p.ksteps + s) * kTileStepScaleBytes;
     return nvfp4::e2m1_decode(c) * scale_code_value(p.scales[sbase + scale_byte(r, pk / 16)]);
 }

@@ -6,17 +6,16 @@
 // zero weights. The mma sums over k, so any order of k shared by A and B gives the same product: within a
 // kstep, lane L = 4 g + t (g = L / 4, t = L % 4) takes the 16 K of block t (k = 16t .. 16t + 15), so that its
 // B operand (activations, row-major) is one contiguous 32-byte load, and it needs the block scales of block t
-// only. Lane L owns one 32-bit word per mma k-slice q = 0..3, holding eight E2M1 codes as nibbles n0..n7,
-// with k(q, u, c) = 16t + 4q + 2u + c:
-//   n0 = W[g][k(q,0,0)]    n4 = W[g][k(q,0,1)]      (A fragment register a0: row g, mma-k 2t, 2t + 1)
-//   n1 = W[g+8][k(q,0,0)]  n5 = W[g+8][k(q,0,1)]    (a1: row g + 8)
-//   n2 = W[g][k(q,1,0)]    n6 = W[g][k(q,1,1)]      (a2: row g, mma-k 2t + 8, 2t + 9)
-//   n3 = W[g+8][k(q,1,0)]  n7 = W[g+8][k(q,1,1)]    (a3: row g + 8)
-// and the matching B words are 2q and 2q + 1 of the lane's 32 bytes x[16t .. 16t + 15]. Register j of the
-// fragment is nibbles (j, j + 4): shifting the word left by 12 - 4j puts them at bits 12..15 and 28..31, where
-// a sign-and-shift turns them into a bf16 pair (kernels/mma_dequant.h).
-// Words of a lane are contiguous (16 bytes), lanes contiguous (512 bytes per tile-kstep), then ksteps, then
-// tiles: q[((tile * ksteps + s) * 32 + L) * 16 + 4 q + byte].
+// only. Lane L owns one 32-bit word per mma k-slice q = 0..3, holding the eight E2M1 codes of its A fragment
+// registers a0..a3 (two elements each), with k(q, u, c) = 16t + 4q + 2u + c:
+//   a0: W[g][k(q,0,c)]   a1: W[g+8][k(q,0,c)]   a2: W[g][k(q,1,c)]   a3: W[g+8][k(q,1,c)]   (c = element 0, 1)
+// (mma-k 2t + c for u = 0, 2t + 8 + c for u = 1), and the matching B words are 2q and 2q + 1 of the lane's 32
+// bytes x[16t .. 16t + 15]. Bits, so that dequantization costs few instructions: a bf16 pair wants an
+// element's sign at bit 15 (+16 c) and its e1 e0 m at bits 8..6 (+16 c). Registers j = 0, 1, 2 are stored at
+// exactly those positions shifted right by 3j (they tile bits 0..15 and 16..31 with register 3): one shift
+// and one mask each. Register 3 takes the rest: sign at 14 (+16 c), m e0 at 10..11, e1 at 13.
+// Words of a lane are contiguous (16 bytes, little-endian), lanes contiguous (512 bytes per tile-kstep), then
+// ksteps, then tiles: q[((tile * ksteps + s) * 32 + L) * 16 + 4 q + byte].
 //
 // Scales: per tile-kstep 64 bytes, two per lane: byte 2 L + h is the code of (row g + 8 h, block t), so a warp
 // reads them with one coalesced 2-byte load per lane. Each E4M3 scale is re-encoded as an unsigned E5M3 code

@@ -3,6 +3,8 @@
 // against the checkpoint dequantization, padding left zero, and hand-computed fragment positions.
 #include "quant/mma_pack.h"
 
+#include "backend/cuda/kernels/mma_dequant.h"
+
 #include "fp4moe/nvfp4.h"
 
 #include <gtest/gtest.h>
@@ -106,18 +108,57 @@ TEST(MmaPack, GateUpInterleavesEightFeaturesPerTile) {
 
 TEST(MmaPack, FragmentPositionsByHand) {
     // One tile, K = 64: element (row 9, k 16 + 11) is in K block t = 1 -> lane 4 * (9 % 8) + 1 = 5; within the
-    // block 11 = 4q + 2u + c with q = 2, u = 1, c = 1 -> word 2, register a3 (row g + 8, upper k half), second
-    // element: nibble 3 + 4 = 7, the high nibble of byte 3 of word 2: byte 5 * 16 + 2 * 4 + 3 = 91.
+    // block 11 = 4q + 2u + c with q = 2, u = 1, c = 1 -> word 2, register a3 (row g + 8, upper k half), element 1.
+    // Register 3 keeps m, e0 at bits 10, 11, e1 at 13, the sign at 14 (+16 for element 1): code 5 (0101: m = 1,
+    // e1 = 1) sets bits 26 and 29 -> word 0x24000000 -> byte 3 of word 2 of lane 5: 5 * 16 + 2 * 4 + 3 = 91.
     std::vector<std::uint8_t> packed(16 * 32, 0), scales(16 * 4, 0x38); // scale 1.0
-    packed[9 * 32 + (16 + 11) / 2] = 0x50;                                // k odd -> high nibble: code 5 (3.0)
+    packed[9 * 32 + (16 + 11) / 2] = 0x50;                              // k odd -> high nibble: code 5 (3.0)
     auto p = mp::pack_rows({16, 64, packed.data(), scales.data(), 1.0f}, "w");
     ASSERT_TRUE(p.ok());
     const auto &q = p.value().q;
-    for (std::size_t i = 0; i < q.size(); ++i)
-        EXPECT_EQ(q[i], i == 91u ? 0x50 : 0) << "byte " << i;
+    for (std::size_t i = 0; i < q.size(); ++i) EXPECT_EQ(q[i], i == 91u ? 0x24 : 0) << "byte " << i;
     // Scale code of (row 9, block 1): byte 2 * lane 5 + h 1 = 11; 1.0 = 2^0 -> (0 + 15) << 3.
     for (std::size_t i = 0; i < 64; ++i) EXPECT_EQ(p.value().scales[i], 15 << 3) << i;
     EXPECT_EQ(mp::packed_value(p.value(), 9, 27), 3.0f);
+}
+
+// The kernels' bit tricks (kernels/mma_dequant.h, compiled here for the host) applied to packed words give every
+// element's value x 2^-14 exactly: E2M1 placement, scale codes, and the fragment positions of the layout.
+TEST(MmaPack, KernelDequantizationOfEveryFragmentElement) {
+    std::random_device rd;
+    const unsigned seed = rd();
+    std::mt19937 rng(seed);
+    const auto m = random_matrix(32, 128, rng);
+    auto p = mp::pack_rows(m.view(), "w");
+    ASSERT_TRUE(p.ok());
+    auto bf16_value = [](std::uint32_t pair, int half) {
+        const std::uint32_t bits = (half ? pair >> 16 : pair & 0xFFFF) << 16;
+        float f;
+        std::memcpy(&f, &bits, 4);
+        return f;
+    };
+    for (std::int64_t tile = 0; tile < 2; ++tile)
+        for (std::int64_t ks = 0; ks < 2; ++ks)
+            for (int row = 0; row < 16; ++row)
+                for (int pk = 0; pk < 64; ++pk) {
+                    const int lane = 4 * (row % 8) + pk / 16, word = (pk % 16) / 4, u = (pk % 4) / 2, c = pk % 2;
+                    const int reg = 2 * u + row / 8;
+                    const std::size_t base = static_cast<std::size_t>(tile * 2 + ks);
+                    std::uint32_t w, codes = 0;
+                    std::memcpy(&w, p.value().q.data() + base * 512 + lane * 16 + word * 4, 4);
+                    std::memcpy(&codes, p.value().scales.data() + base * 64 + lane * 2, 2);
+                    const std::uint32_t pair = reg == 0   ? fp4moe::cuda::e2m1x2_to_bf16x2<0>(w)
+                                               : reg == 1 ? fp4moe::cuda::e2m1x2_to_bf16x2<1>(w)
+                                               : reg == 2 ? fp4moe::cuda::e2m1x2_to_bf16x2<2>(w)
+                                                          : fp4moe::cuda::e2m1x2_to_bf16x2<3>(w);
+                    const std::uint32_t sc = row < 8 ? fp4moe::cuda::scale_code_to_bf16x2<0>(codes)
+                                                     : fp4moe::cuda::scale_code_to_bf16x2<1>(codes);
+                    const float code_value = mp::scale_code_value(static_cast<std::uint8_t>(codes >> (8 * (row / 8))));
+                    const float got = bf16_value(pair, c) * (code_value == 0.0f ? 0.0f : bf16_value(sc, c));
+                    const float want = std::ldexp(checkpoint_value(m, tile * 16 + row, ks * 64 + pk), -14);
+                    ASSERT_EQ(got == 0.0f ? 0.0f : got, want == 0.0f ? 0.0f : want)
+                        << "seed " << seed << " tile " << tile << " kstep " << ks << " row " << row << " k " << pk;
+                }
 }
 
 TEST(MmaPack, ZeroAndNegativeScales) {

@@ -16,12 +16,16 @@
 
 namespace fp4moe::cuda {
 
-/// Register j (0..3) of an A fragment from a packed word: nibbles j and j + 4 as a bf16x2 (low half first),
-/// each its E2M1 value x 2^-126.
+/// Register j (0..3) of an A fragment from a packed word (bit layout in src/quant/mma_pack.h) as a bf16x2 (low
+/// half first), each its E2M1 value x 2^-126. Registers 0..2 are stored at their bf16 bit positions shifted
+/// right by 3j: one shift and one mask. Register 3 holds the 8 bits left over: three shifts and three masks.
 template <int J>
 FP4MOE_HD std::uint32_t e2m1x2_to_bf16x2(std::uint32_t word) {
-    const std::uint32_t sh = word << (12 - 4 * J);
-    return (sh & 0x80008000u) | ((sh >> 6) & 0x01C001C0u);
+    if constexpr (J < 3) {
+        return (word << (3 * J)) & 0x81C081C0u;
+    } else {
+        return ((word << 1) & 0x80008000u) | ((word >> 4) & 0x00C000C0u) | ((word >> 5) & 0x01000100u);
+    }
 }
 
 /// bf16x2 with scale code byte `I` (0..3) of `codes` in both halves: scale x 2^112 twice.

@@ -16,7 +16,7 @@
 namespace fp4moe::cuda {
 namespace {
 
-constexpr int kWarps = 4;  // warps per CTA
+constexpr int kWarps = 4; // warps per CTA
 constexpr int kMaxExperts = 1024;
 
 __host__ __device__ constexpr std::size_t align256(std::size_t n) {
@@ -91,8 +91,12 @@ __device__ group_pos find_group(const std::int32_t *__restrict__ counts, int num
 
 // Programmatic dependent launch (sm_90): wait until the previous kernel's results are visible; let the next
 // kernel's CTAs be scheduled as ours retire, hiding launch latency between the layer's kernels.
-__device__ __forceinline__ void wait_for_previous_kernel() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-__device__ __forceinline__ void allow_next_kernel() { asm volatile("griddepcontrol.launch_dependents;"); }
+__device__ __forceinline__ void wait_for_previous_kernel() {
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+__device__ __forceinline__ void allow_next_kernel() {
+    asm volatile("griddepcontrol.launch_dependents;");
+}
 
 // ---- the grouped mma kernel -----------------------------------------------------------------------------
 
@@ -146,10 +150,10 @@ __device__ __forceinline__ void mbar_wait(std::uint64_t *bar, std::uint32_t pari
                  : "memory");
 }
 __device__ __forceinline__ void bulk_copy(void *dst, const void *src, std::uint32_t bytes, std::uint64_t *bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                     smem_addr(dst)),
-                 "l"(src), "r"(bytes), "r"(smem_addr(bar))
-                 : "memory");
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(smem_addr(dst)),
+        "l"(src), "r"(bytes), "r"(smem_addr(bar))
+        : "memory");
 }
 
 struct gemm_args {
@@ -176,7 +180,9 @@ __device__ __forceinline__ int pair_of(const gemm_args &g, int e, int rr) {
 }
 
 // Bytes of one stage of the bulk-copy ring (U ksteps of weights + their scale codes), and of a CTA's rings.
-__host__ __device__ constexpr int stage_bytes(int u) { return u * (512 + 64); }
+__host__ __device__ constexpr int stage_bytes(int u) {
+    return u * (512 + 64);
+}
 __host__ __device__ constexpr int ring_smem_bytes(int u, int stages) {
     return stages ? kWarps * stages * (stage_bytes(u) + 8) : 0;
 }
@@ -222,8 +228,9 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(const gemm_args g
     const std::uint8_t *aq = g.wq + e * g.expert_q + (static_cast<std::size_t>(tile) * g.ksteps) * 512 + lane * 16;
     const std::uint8_t *as = g.ws + e * g.expert_s + (static_cast<std::size_t>(tile) * g.ksteps) * 64 + lane * 2;
 
-    uint4 bcur[NT][2], bnext[NT][2];
-    // B (16 contiguous activations per lane and token tile) for step k, or zeros past the data.
+    // B (16 contiguous activations per lane and token tile) for step k, or zeros past the data. B is loaded U
+    // steps ahead into a ring of U slots: an L2 round trip hides behind U steps of work (one step was not
+    // enough: loads of B were the main stall).
     auto load_b = [&](int k, uint4(&dst)[NT][2]) {
 #pragma unroll
         for (int n = 0; n < NT; ++n) {
@@ -235,10 +242,9 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(const gemm_args g
             }
         }
     };
-    // One kstep: dequantize the lane's four A fragments, multiply with every token tile; B of the next step
-    // is loaded first so its latency hides behind this step.
-    auto step = [&](const uint4 &qv, std::uint32_t codes, int k) {
-        load_b(k + 1, bnext);
+    uint4 bring[U][NT][2];
+    // One kstep: dequantize the lane's four A fragments, multiply with every token tile.
+    auto step = [&](const uint4 &qv, std::uint32_t codes, const uint4(&b)[NT][2]) {
         // Block scales of rows g and g + 8 for this lane's K block: the same for all four slices.
         const std::uint32_t sc_lo = scale_code_to_bf16x2<0>(codes), sc_hi = scale_code_to_bf16x2<1>(codes);
         const std::uint32_t words[4] = {qv.x, qv.y, qv.z, qv.w};
@@ -249,17 +255,15 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(const gemm_args g
                                         hmul2(e2m1x2_to_bf16x2<2>(w), sc_lo), hmul2(e2m1x2_to_bf16x2<3>(w), sc_hi)};
 #pragma unroll
             for (int n = 0; n < NT; ++n) {
-                const uint4 &half = bcur[n][sl / 2];
+                const uint4 &half = b[n][sl / 2];
                 mma_bf16(chain[n][sl % kChains], a, sl % 2 ? half.z : half.x, sl % 2 ? half.w : half.y);
             }
         }
-#pragma unroll
-        for (int n = 0; n < NT; ++n) bcur[n][0] = bnext[n][0], bcur[n][1] = bnext[n][1];
     };
 
     if constexpr (S == 0) {
         if (has_tile) {
-            // Step k is consumed, then the load of step k + U takes its slot.
+            // Step k is consumed, then the loads of step k + U take its slots.
             uint4 q[U];
             std::uint32_t s[U];
 #pragma unroll
@@ -267,8 +271,8 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(const gemm_args g
                 q[u] = make_uint4(0, 0, 0, 0), s[u] = 0;
                 if (k_begin + u < k_end)
                     q[u] = load_stream(aq + (k_begin + u) * 512), s[u] = load_stream2(as + (k_begin + u) * 64);
+                load_b(k_begin + u, bring[u]);
             }
-            load_b(k_begin, bcur);
             for (int k0 = k_begin; k0 < k_end; k0 += U) {
 #pragma unroll
                 for (int u = 0; u < U; ++u) {
@@ -277,7 +281,8 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(const gemm_args g
                     const uint4 qv = q[u];
                     const std::uint32_t codes = s[u];
                     if (k + U < k_end) q[u] = load_stream(aq + (k + U) * 512), s[u] = load_stream2(as + (k + U) * 64);
-                    step(qv, codes, k);
+                    step(qv, codes, bring[u]);
+                    load_b(k + U, bring[u]);
                 }
             }
         }
@@ -302,7 +307,8 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(const gemm_args g
         if (has_tile) {
             if (lane == 0)
                 for (int c = 0; c < S && c < chunks; ++c) issue(c);
-            load_b(k_begin, bcur);
+#pragma unroll
+            for (int u = 0; u < U; ++u) load_b(k_begin + u, bring[u]);
             for (int c = 0; c < chunks; ++c) {
                 const int st = c % S;
                 mbar_wait(&bars[st], static_cast<std::uint32_t>((c / S) & 1));
@@ -312,8 +318,10 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(const gemm_args g
                     const int k = k_begin + c * U + u;
                     if (k >= k_end) break;
                     const uint4 qv = *reinterpret_cast<const uint4 *>(buf + u * 512 + lane * 16);
-                    const std::uint32_t codes = *reinterpret_cast<const unsigned short *>(buf + kStageQ + u * 64 + lane * 2);
-                    step(qv, codes, k);
+                    const std::uint32_t codes =
+                        *reinterpret_cast<const unsigned short *>(buf + kStageQ + u * 64 + lane * 2);
+                    step(qv, codes, bring[u]);
+                    load_b(k + U, bring[u]);
                 }
                 __syncwarp();
                 if (lane == 0 && c + S < chunks) issue(c + S);
@@ -398,10 +406,10 @@ __global__ void combine_kernel(const float *__restrict__ partial, const std::int
 // Launches with programmatic stream serialization: the kernel may start while its predecessor drains and
 // waits for it in griddepcontrol.wait (works in stream capture: the graph gets a programmatic edge).
 template <typename... Params, typename... Args>
-cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, int smem, cudaStream_t stream,
-                       Args... args) {
+cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, int smem, cudaStream_t stream, Args... args) {
     cudaLaunchConfig_t cfg{};
-    cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = static_cast<std::size_t>(smem), cfg.stream = stream;
+    cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = static_cast<std::size_t>(smem),
+    cfg.stream = stream;
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[0].val.programmaticStreamSerializationAllowed = 1;
@@ -424,30 +432,32 @@ cudaError_t launch_gemm(const gemm_args &g, int max_groups, cudaStream_t stream)
 } // namespace
 
 // The tactic table: (nt, ksplit, ksteps per load group, bulk-copy stages or 0 for the register ring).
-const decode_tactic kDecodeTactics[] = {{1, 2, 4, 4}, {1, 1, 4, 0}, {1, 2, 4, 0}, {1, 4, 4, 0}, {2, 2, 4, 0}, {1, 1, 4, 4}, {1, 4, 4, 4}, {1, 1, 2, 4}, {1, 2, 2, 4}, {1, 4, 2, 4}, {1, 2, 2, 8}, {2, 2, 4, 4}, {2, 2, 2, 4}, {4, 2, 4, 4}};
+const decode_tactic kDecodeTactics[] = {{1, 2, 4, 2}, {1, 1, 4, 0}, {1, 2, 4, 0}, {1, 4, 4, 0}, {2, 2, 4, 0},
+                                        {1, 1, 4, 2}, {1, 4, 4, 2}, {1, 2, 4, 4}, {1, 2, 2, 4}, {1, 4, 2, 4},
+                                        {1, 2, 2, 8}, {2, 2, 4, 2}, {2, 2, 2, 4}, {4, 2, 2, 4}};
 const int kDecodeTacticCount = static_cast<int>(std::size(kDecodeTactics));
 
 namespace {
 
 template <bool GateUp>
 cudaError_t dispatch(const gemm_args &g, int max_groups, decode_tactic t, cudaStream_t stream) {
-#define FP4MOE_DECODE_CASE(NT_, KS_, U_, S_)                                                                     \
-    if (t.nt == NT_ && t.ksplit == KS_ && t.inflight == U_ && t.stages == S_)                                         \
+#define FP4MOE_DECODE_CASE(NT_, KS_, U_, S_)                                                                           \
+    if (t.nt == NT_ && t.ksplit == KS_ && t.inflight == U_ && t.stages == S_)                                          \
         return launch_gemm<GateUp, NT_, KS_, U_, S_>(g, max_groups, stream);
-    FP4MOE_DECODE_CASE(1, 2, 4, 4)
+    FP4MOE_DECODE_CASE(1, 2, 4, 2)
     FP4MOE_DECODE_CASE(1, 1, 4, 0)
     FP4MOE_DECODE_CASE(1, 2, 4, 0)
     FP4MOE_DECODE_CASE(1, 4, 4, 0)
     FP4MOE_DECODE_CASE(2, 2, 4, 0)
-    FP4MOE_DECODE_CASE(1, 1, 4, 4)
-    FP4MOE_DECODE_CASE(1, 4, 4, 4)
-    FP4MOE_DECODE_CASE(1, 1, 2, 4)
+    FP4MOE_DECODE_CASE(1, 1, 4, 2)
+    FP4MOE_DECODE_CASE(1, 4, 4, 2)
+    FP4MOE_DECODE_CASE(1, 2, 4, 4)
     FP4MOE_DECODE_CASE(1, 2, 2, 4)
     FP4MOE_DECODE_CASE(1, 4, 2, 4)
     FP4MOE_DECODE_CASE(1, 2, 2, 8)
-    FP4MOE_DECODE_CASE(2, 2, 4, 4)
+    FP4MOE_DECODE_CASE(2, 2, 4, 2)
     FP4MOE_DECODE_CASE(2, 2, 2, 4)
-    FP4MOE_DECODE_CASE(4, 2, 4, 4)
+    FP4MOE_DECODE_CASE(4, 2, 2, 4)
 #undef FP4MOE_DECODE_CASE
     return cudaErrorInvalidValue;
 }
