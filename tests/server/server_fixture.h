@@ -5,16 +5,21 @@
 
 #include "../runtime/tiny_checkpoint.h"
 #include "runtime/engine.h"
+#include "runtime/step_model.h"
 #include "server/http_server.h"
 
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,6 +28,46 @@ namespace fp4moe::test {
 
 using json = nlohmann::json;
 using namespace std::chrono_literals;
+
+/// The tiny model behind a gate: after hold_after(k), the next k forward calls run and the one after waits
+/// until open(). Lets a test hold the engine loop (requests stay running / queued for as long as it needs)
+/// without depending on the model's speed. The engine publishes its stats after each step, so the state after
+/// the k-th step is what /metrics shows while the loop waits.
+class gated_model final : public step_model {
+public:
+    explicit gated_model(std::unique_ptr<step_model> inner) : inner_(std::move(inner)) {}
+    void hold_after(int k) {
+        std::lock_guard lock(mu_);
+        pass_ = calls_ + k;
+    }
+    void open() {
+        {
+            std::lock_guard lock(mu_);
+            pass_ = std::numeric_limits<int>::max();
+        }
+        cv_.notify_all();
+    }
+    std::int64_t vocab_size() const override { return inner_->vocab_size(); }
+    std::int64_t max_batch_tokens() const override { return inner_->max_batch_tokens(); }
+    std::int64_t max_positions() const override { return inner_->max_positions(); }
+    std::int64_t num_blocks() const override { return inner_->num_blocks(); }
+    std::int64_t block_size() const override { return inner_->block_size(); }
+    status forward(std::span<const seq_step> batch, std::vector<float> &logits) override {
+        {
+            std::unique_lock lock(mu_);
+            const int n = ++calls_;
+            cv_.wait(lock, [&] { return n <= pass_; });
+        }
+        return inner_->forward(batch, logits);
+    }
+
+private:
+    std::unique_ptr<step_model> inner_;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    int calls_ = 0;
+    int pass_ = std::numeric_limits<int>::max();
+};
 
 struct http_reply {
     int status = 0; ///< 0: no reply (connection error or timeout)
@@ -37,6 +82,8 @@ protected:
     static void SetUpTestSuite() { tiny_.create("test_server"); }
     static void TearDownTestSuite() { tiny_.destroy(); }
     void TearDown() override {
+        if (gate_) gate_->open(); // never leave the loop waiting (a failed test may not have opened it)
+        gate_ = nullptr;
         srv_.reset();
         if (eng_) eng_->shutdown(false);
         eng_.reset();
@@ -63,6 +110,18 @@ protected:
         auto e = engine::create(tiny_.model->get(), tiny_.tok, eo);
         ASSERT_TRUE(e.ok()) << e.get_status().to_string();
         serve(std::move(e.value()), so);
+    }
+    /// Serves an engine on the tiny model behind a gate (see gated_model); returns the gate.
+    gated_model *start_gated(engine_options eo = default_engine(), server::server_options so = default_server()) {
+        auto g = std::make_unique<gated_model>(
+            make_step_model(tiny_.model->get(), eo.max_batch_tokens, eo.kv_blocks, eo.block_size));
+        gated_model *gate = g.get();
+        auto e = engine::create(std::move(g), tiny_.tok, eo);
+        EXPECT_TRUE(e.ok()) << e.get_status().to_string();
+        if (!e.ok()) return nullptr;
+        serve(std::move(e.value()), so);
+        gate_ = gate;
+        return gate;
     }
     /// Serves an engine the test built itself (e.g. on a wrapped step_model).
     void serve(std::unique_ptr<engine> e, server::server_options so = default_server()) {
@@ -177,6 +236,7 @@ protected:
     static inline tiny_checkpoint tiny_;
     std::unique_ptr<engine> eng_;
     std::unique_ptr<server::http_server> srv_;
+    gated_model *gate_ = nullptr; ///< owned by eng_
 };
 
 /// A greedy request body for /v1/completions.

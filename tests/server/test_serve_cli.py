@@ -118,6 +118,7 @@ def main():
     ap.add_argument("--build-dir")
     ap.add_argument("--source-dir")
     a = ap.parse_args()
+    a.fp4moe = os.path.abspath(a.fp4moe)  # the server runs in a temporary working directory
     failures = []
 
     def check(cond, what):
@@ -152,7 +153,7 @@ def main():
             check(1 <= n_itl <= 23, f"ITL entries after the first token: {n_itl}")
 
             # A long stream; SIGTERM after its first chunk.
-            n = 3000
+            n = 1000
             req = urllib.request.Request(url + "/v1/completions", headers={"Content-Type": "application/json"},
                                          data=json.dumps({"prompt": "drain", "max_tokens": n, "temperature": 0,
                                                           "ignore_eos": True, "stream": True,

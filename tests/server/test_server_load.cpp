@@ -82,31 +82,33 @@ TEST_F(ServerTest, OverloadGets503AndNothingIsLost) {
     auto eo = default_engine();
     eo.max_running_requests = 1;
     eo.max_queue = 2;
-    eo.max_model_len = 4096;
-    start(eo);
-    // Fill the engine: 1 running + 2 queued long requests (~0.5 s each on the tiny model), two of them streamed.
-    constexpr int kLong = 3, kBurst = 12, kLongTokens = 1500;
-    std::vector<http_reply> longs(kLong), burst(kBurst);
+    gated_model *gate = start_gated(eo);
+    ASSERT_NE(gate, nullptr);
+    constexpr int kHeld = 3, kBurst = 12, kTokens = 20;
+    std::vector<http_reply> held(kHeld), burst(kBurst);
     std::vector<std::thread> ts;
-    // One at a time: a request counts as queued until the engine loop takes it, so three sent at once could
-    // overflow the queue themselves.
-    for (int i = 0; i < kLong; ++i) {
+    auto send_held = [&](int i) {
         ts.emplace_back([&, i] {
-            longs[static_cast<std::size_t>(i)] =
-                post("/v1/completions", greedy_completion("long " + std::to_string(i), kLongTokens, i > 0));
+            held[static_cast<std::size_t>(i)] =
+                post("/v1/completions", greedy_completion("held " + std::to_string(i), kTokens, i > 0));
         });
-        EXPECT_TRUE(eventually([i](const auto &m) {
-            return m.at("vllm:num_requests_running") == 1 && m.at("vllm:num_requests_waiting") == i;
-        })) << "long request "
-            << i;
-    }
-    // Now every further request finds the queue full.
+    };
+    // The loop runs the first request's prefill, then waits: 1 running; two more fill the queue (max_queue 2).
+    gate->hold_after(1);
+    send_held(0);
+    EXPECT_TRUE(eventually([](const auto &m) { return m.at("vllm:num_requests_running") == 1; }));
+    send_held(1);
+    send_held(2);
+    EXPECT_TRUE(eventually([](const auto &m) { return m.at("vllm:num_requests_waiting") == 2; }));
+    // Every further request finds the queue full.
     for (int i = 0; i < kBurst; ++i)
         ts.emplace_back([&, i] {
             burst[static_cast<std::size_t>(i)] =
                 post("/v1/completions", greedy_completion("burst " + std::to_string(i), 8, i % 2 == 1));
         });
-    for (auto &t : ts) t.join();
+    for (std::size_t i = kHeld; i < ts.size(); ++i) ts[i].join();
+    gate->open();
+    for (int i = 0; i < kHeld; ++i) ts[static_cast<std::size_t>(i)].join();
     for (const auto &r : burst) {
         EXPECT_EQ(r.status, 503) << r.body;
         const json j = r.j();
@@ -117,13 +119,13 @@ TEST_F(ServerTest, OverloadGets503AndNothingIsLost) {
         EXPECT_NE(r.content_type, "text/event-stream") << "refused before any SSE byte, also for streams";
     }
     // The accepted ones ran to the end, undisturbed.
-    for (const auto &r : longs) {
+    for (const auto &r : held) {
         ASSERT_EQ(r.status, 200) << r.body;
         if (r.content_type == "text/event-stream") {
             EXPECT_TRUE(r.body.ends_with("data: [DONE]\n\n"));
             EXPECT_NE(r.body.find("\"finish_reason\":\"length\""), std::string::npos);
         } else {
-            EXPECT_EQ(r.j()["usage"]["completion_tokens"], kLongTokens);
+            EXPECT_EQ(r.j()["usage"]["completion_tokens"], kTokens);
         }
     }
     EXPECT_TRUE(eventually([](const auto &m) {
@@ -132,11 +134,11 @@ TEST_F(ServerTest, OverloadGets503AndNothingIsLost) {
     }));
     const auto m = metrics();
     EXPECT_EQ(m.at("vllm:request_success_total{finished_reason=\"abort\"}"), 0);
+    EXPECT_EQ(m.at("vllm:generation_tokens_total"), kHeld * kTokens);
     EXPECT_EQ(m.at("fp4moe:http_responses_total{status=\"503\"}"), kBurst);
     // Served again once the load is gone.
     EXPECT_EQ(post("/v1/completions", greedy_completion("after", 2)).status, 200);
 }
-
 TEST_F(ServerTest, DisconnectMidStreamAbortsAndFreesKv) {
     start();
     // What a bystander generates alone; it must not change while other clients hang up around it.
@@ -280,16 +282,20 @@ TEST_F(ServerTest, Soak64ConcurrentStreams) {
 }
 
 TEST_F(ServerTest, GracefulShutdownFinishesTheStreamInFlight) {
-    start();
+    gated_model *gate = start_gated();
+    ASSERT_NE(gate, nullptr);
+    constexpr int kTokens = 40;
     std::string body;
     std::atomic<int> chunks{0};
+    // Three steps run (3 tokens stream out), then the loop waits: the shutdown begins with the stream in flight.
+    gate->hold_after(3);
     std::thread client([&] {
         httplib::Client c("127.0.0.1", srv_->port());
         c.set_read_timeout(60, 0);
         httplib::Request req;
         req.method = "POST";
         req.path = "/v1/completions";
-        req.body = greedy_completion("drain me", 900, true).dump();
+        req.body = greedy_completion("drain me", kTokens, true).dump();
         req.set_header("Content-Type", "application/json");
         req.content_receiver = [&](const char *d, std::size_t n, std::uint64_t, std::uint64_t) {
             body.append(d, n);
@@ -298,55 +304,61 @@ TEST_F(ServerTest, GracefulShutdownFinishesTheStreamInFlight) {
         };
         c.send(req);
     });
-    while (chunks.load() < 2) std::this_thread::sleep_for(1ms);
+    for (int i = 0; i < 10000 && chunks.load() < 3; ++i) std::this_thread::sleep_for(1ms);
+    EXPECT_GE(chunks.load(), 3);
     std::thread stopper([&] { srv_->shutdown(true); });
-    // While draining: /health is 503 and new requests get 503 (the listener is still open).
-    bool saw_503 = false;
-    for (int i = 0; i < 200 && !saw_503; ++i) {
-        const auto h = get("/health");
-        if (h.status == 503) {
-            const auto r = post("/v1/completions", greedy_completion("late", 2));
-            saw_503 = r.status == 503 || r.status == 0;
-        }
-        std::this_thread::sleep_for(1ms);
+    // While draining: /health is 503 and a new request gets 503 (the listener is still open).
+    int health = 0;
+    for (int i = 0; i < 5000 && health != 503; ++i) {
+        health = get("/health").status;
+        if (health != 503) std::this_thread::sleep_for(1ms);
     }
+    EXPECT_EQ(health, 503);
+    const auto late = post("/v1/completions", greedy_completion("late", 2));
+    EXPECT_EQ(late.status, 503) << late.body;
+    gate->open();
     client.join();
     stopper.join();
-    EXPECT_TRUE(saw_503);
     ASSERT_TRUE(body.ends_with("data: [DONE]\n\n")) << body.substr(0, 300);
     const auto ev = sse_payloads(body);
-    const json last = json::parse(ev[ev.size() - 2]);
-    EXPECT_EQ(last["choices"][0]["finish_reason"], "length");
+    std::string finish;
+    for (std::size_t i = 0; i + 1 < ev.size(); ++i) {
+        const json c = json::parse(ev[i]);
+        if (!c["choices"][0]["finish_reason"].is_null()) finish = c["choices"][0]["finish_reason"];
+    }
+    EXPECT_EQ(finish, "length") << "the stream ran to its end";
     EXPECT_EQ(eng_->stats().finished_length, 1);
+    EXPECT_EQ(eng_->stats().generation_tokens, kTokens);
+    EXPECT_EQ(eng_->stats().finished_abort, 0);
 }
-
 TEST_F(ServerTest, DisconnectWhileQueuedIsNeverScheduled) {
     auto eo = default_engine();
     eo.max_running_requests = 1;
-    eo.max_model_len = 4096;
-    start(eo);
-    constexpr int kLongTokens = 1500;
-    http_reply long_reply;
-    std::thread running([&] { long_reply = post("/v1/completions", greedy_completion("running", kLongTokens)); });
-    ASSERT_TRUE(eventually([](const auto &m) { return m.at("vllm:num_requests_running") == 1; }));
-    // A second request waits behind it; its client gives up before it ever runs.
+    gated_model *gate = start_gated(eo);
+    ASSERT_NE(gate, nullptr);
+    constexpr int kTokens = 20;
+    // The first request runs its prefill, then the loop waits; the second is queued behind it.
+    gate->hold_after(1);
+    http_reply first;
+    std::thread running([&] { first = post("/v1/completions", greedy_completion("running", kTokens)); });
+    EXPECT_TRUE(eventually([](const auto &m) { return m.at("vllm:num_requests_running") == 1; }));
     {
+        // Its client gives up before it ever runs.
         httplib::Client c("127.0.0.1", srv_->port());
         c.set_read_timeout(0, 150000);
         auto r = c.Post("/v1/completions", greedy_completion("queued", 50, true).dump(), "application/json");
-        EXPECT_FALSE(r && r->body.find("[DONE]") != std::string::npos) << "it should not have completed";
+        EXPECT_FALSE(r && r->body.find("[DONE]") != std::string::npos) << "it cannot have completed";
         c.stop();
     }
+    std::this_thread::sleep_for(400ms); // the server notices within its 50 ms poll and cancels
+    gate->open();
+    running.join();
+    ASSERT_EQ(first.status, 200);
     EXPECT_TRUE(eventually([](const auto &m) {
         return m.at("vllm:request_success_total{finished_reason=\"abort\"}") == 1 &&
-               m.at("vllm:num_requests_waiting") == 0;
-    }));
-    running.join();
-    ASSERT_EQ(long_reply.status, 200);
-    EXPECT_TRUE(eventually([](const auto &m) {
-        return m.at("vllm:request_success_total{finished_reason=\"length\"}") == 1 &&
+               m.at("vllm:request_success_total{finished_reason=\"length\"}") == 1 &&
                m.at("fp4moe:kv_blocks_used") == 0;
     }));
     // Exactly the running request's tokens were generated: the queued one never got a step.
-    EXPECT_EQ(metrics().at("vllm:generation_tokens_total"), kLongTokens);
+    EXPECT_EQ(metrics().at("vllm:generation_tokens_total"), kTokens);
 }
