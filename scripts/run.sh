@@ -3,14 +3,17 @@
 # /health, Prometheus /metrics). With no model given it uses (and if needed creates, saying so) the tiny
 # generated model in models/tiny. Prints curl examples, then serves in the foreground (Ctrl-C: finish the
 # requests in flight and exit).
-# Usage: scripts/run.sh [MODEL_DIR] [more fp4moe serve flags, e.g. --api-key K]    (PORT=30000 by default)
+# Usage: scripts/run.sh [MODEL_DIR] [fp4moe serve flags, e.g. --api-key K]    (PORT=30000 by default)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bash "$root/scripts/setup.sh"
 bash "$root/scripts/build.sh" >/dev/null
 fp4moe=$root/build/tools/fp4moe
-model=${1:-$root/models/tiny}
-[ $# -ge 1 ] && shift
+model=$root/models/tiny
+if [ $# -ge 1 ] && [ "${1#-}" = "$1" ]; then # a first argument that is not a flag is the model
+    model=$1
+    shift
+fi
 port=${PORT:-30000}
 if [ ! -f "$model/config.json" ]; then
     if [ "$model" != "$root/models/tiny" ]; then echo "run.sh: $model has no config.json" >&2; exit 2; fi
