@@ -316,6 +316,29 @@ void check_route(const named_rule &r, int tokens, input_kind kind, std::mt19937 
         std::printf("note: %s T=%d %s: %d of %zu weights bit-equal to the CPU's\n", r.name.c_str(), tokens,
                     name_of(kind), exact_w, weights.size());
     expect_equal_plan(plan.download(), from_cpu(want));
+
+    // Small batches: top-k + plan in one kernel gives the same ids and weights (bit for bit: the same device
+    // code) and the CPU's plan; also with a capacity whose masked rows are filled by the separate grid.
+    if (!fc::moe_route_topk_plan_fits(tokens, to_rule(d))) return;
+    for (const int cap : {max_tokens, 300}) {
+        SCOPED_TRACE("fused top-k + plan, max_tokens " + std::to_string(cap));
+        device_plan fplan(NE, tokens * slots, cap);
+        device_buffer<std::int32_t> f_ids(ids.size());
+        device_buffer<float> f_weights(weights.size());
+        device_buffer<int> f_bad(std::vector<int>{INT_MAX});
+        f_ids.poison(), f_weights.poison();
+        ASSERT_EQ(fc::moe_route_topk_plan(d_logits.ptr, cpu_bias ? d_bias.ptr : nullptr, tokens, to_rule(d), cap,
+                                          f_ids.ptr, f_weights.ptr, f_bad.ptr, fplan.buffers(), nullptr),
+                  cudaSuccess);
+        FP4MOE_CUDA_CHECK(cudaDeviceSynchronize());
+        expect_equal_array("fused topk_ids", f_ids.download(), want.topk_ids);
+        const auto fw = f_weights.download();
+        for (std::size_t i = 0; i < fw.size(); ++i)
+            ASSERT_EQ(std::bit_cast<std::uint32_t>(fw[i]), std::bit_cast<std::uint32_t>(weights[i])) << "weight " << i;
+        EXPECT_EQ(f_bad.download()[0], INT_MAX);
+        expect_equal_plan(fplan.download(), reference_plan(want.topk_ids, NE, cap));
+        if (cap == max_tokens) expect_equal_plan(fplan.download(), from_cpu(want));
+    }
 }
 
 // ---- router logits ---------------------------------------------------------------------------------------
@@ -353,9 +376,13 @@ std::string case_name(const logits_case &c) {
 
 // GEMV (small T; 1 expert per CTA up to T = 8, 4 after) and tiled (>= 64 tiles of 64 x 64) paths, vector
 // (H % 4 == 0) and scalar loads, ragged token and expert edges.
+// Split-K (T <= 64, H % 4 == 0) per token-count variant (1, <= 4, <= 16, <= 32, <= 64), experts off the
+// 8-expert clusters, H too small for every CTA or warp of a cluster to hold a K chunk.
 const logits_case kLogitsCases[] = {
-    {1, 7168, 256},  {2, 4096, 160},   {3, 2048, 128},    {7, 1002, 37},     {16, 7168, 256}, {40, 1002, 37},
-    {64, 5120, 157}, {255, 2048, 128}, {1024, 1024, 256}, {2113, 1000, 130}, {2000, 998, 70},
+    {1, 7168, 256},  {2, 4096, 160},  {3, 2048, 128},   {7, 1002, 37},     {16, 7168, 256},
+    {40, 1002, 37},  {64, 5120, 157}, {255, 2048, 128}, {1024, 1024, 256}, {2113, 1000, 130},
+    {2000, 998, 70}, {1, 4096, 128},  {1, 4, 3},        {5, 2048, 130},    {12, 7168, 256},
+    {24, 1004, 37},  {33, 4096, 128}, {64, 64, 9},      {64, 7168, 256},   {17, 36, 250},
 };
 
 } // namespace
@@ -418,6 +445,22 @@ TEST(CudaMoeRoute, NonFiniteLogitsMarkTheTokenBad) {
         }
         // The plan skips the bad tokens' pairs: perm's tail rows and their inv_perm entries are -1.
         expect_equal_plan(plan.download(), reference_plan(want.topk_ids, NE, T));
+
+        // The same through top-k + plan in one kernel (where the batch fits it).
+        if (!fc::moe_route_topk_plan_fits(T, to_rule(d))) continue;
+        device_plan fplan(NE, T * slots, T);
+        device_buffer<int> f_bad(std::vector<int>{INT_MAX});
+        d_weights.poison(), d_ids.poison();
+        ASSERT_EQ(fc::moe_route_topk_plan(d_logits.ptr, cpu_bias ? d_bias.ptr : nullptr, T, to_rule(d), T, d_ids.ptr,
+                                          d_weights.ptr, f_bad.ptr, fplan.buffers(), nullptr),
+                  cudaSuccess);
+        FP4MOE_CUDA_CHECK(cudaDeviceSynchronize());
+        EXPECT_EQ(f_bad.download()[0], 5) << "fused: the smallest bad token";
+        expect_equal_array("fused topk_ids", d_ids.download(), want.topk_ids);
+        const auto fw = d_weights.download();
+        for (std::size_t i = 0; i < fw.size(); ++i)
+            EXPECT_EQ(std::bit_cast<std::uint32_t>(fw[i]), std::bit_cast<std::uint32_t>(weights[i])) << "weight " << i;
+        expect_equal_plan(fplan.download(), reference_plan(want.topk_ids, NE, T));
     }
 }
 
@@ -496,6 +539,20 @@ TEST(CudaMoeRoute, EmptyBatch) {
     expect_equal_array("offsets", got.offsets, std::vector<std::int32_t>(258, 0));
     expect_equal_array("masked_pairs", got.masked_pairs, std::vector<std::int32_t>(257 * 4, -1));
     for (auto v : d_ids.download()) EXPECT_EQ(v, static_cast<std::int32_t>(0xD5D5D5D5u)) << "ids written at T=0";
+
+    device_plan fplan(257, 0, 4);
+    ASSERT_EQ(fc::moe_route_topk_plan(d_logits.ptr, d_bias.ptr, 0, to_rule(d), 4, d_ids.ptr, d_weights.ptr, nullptr,
+                                      fplan.buffers(), nullptr),
+              cudaSuccess);
+    ASSERT_EQ(fc::moe_route_fused(nullptr, nullptr, d_bias.ptr, 0, 7168, to_rule(d), 4, nullptr, nullptr, nullptr,
+                                  nullptr, fplan.buffers(), nullptr),
+              cudaSuccess);
+    FP4MOE_CUDA_CHECK(cudaDeviceSynchronize());
+    const auto fgot = fplan.download();
+    expect_equal_array("fused counts", fgot.counts, std::vector<std::int32_t>(257, 0));
+    expect_equal_array("fused offsets", fgot.offsets, std::vector<std::int32_t>(258, 0));
+    expect_equal_array("fused masked_pairs", fgot.masked_pairs, std::vector<std::int32_t>(257 * 4, -1));
+    for (auto v : d_ids.download()) EXPECT_EQ(v, static_cast<std::int32_t>(0xD5D5D5D5u)) << "fused: ids written at T=0";
 }
 
 TEST(CudaMoeRoute, RejectsBadArguments) {
@@ -540,6 +597,27 @@ TEST(CudaMoeRoute, RejectsBadArguments) {
     auto no_counts = pb;
     no_counts.counts = nullptr;
     EXPECT_EQ(fc::moe_build_plan(i32.ptr, 2, 9, 257, 4, no_counts, nullptr), cudaErrorInvalidValue) << "null counts";
+
+    // Top-k + plan in one kernel: its own limits (T <= 64, T * slots <= 2048, E + S <= 1024) and the rule's.
+    EXPECT_TRUE(fc::moe_route_topk_plan_fits(64, base));
+    EXPECT_FALSE(fc::moe_route_topk_plan_fits(65, base)) << "T > 64";
+    EXPECT_FALSE(fc::moe_route_topk_plan_fits(60, with([](auto &r) { r.top_k = 40, r.topk_group = 8; })))
+        << "pairs > 2048";
+    EXPECT_FALSE(fc::moe_route_topk_plan_fits(2, with([](auto &r) { r.shared = 800; }))) << "E + S > 1024";
+    auto fused = [&](fc::route_rule r, int tokens, int max_tokens, fc::plan_buffers b) {
+        return fc::moe_route_topk_plan(f.ptr, f.ptr, tokens, r, max_tokens, i32.ptr, f.ptr, nullptr, b, nullptr);
+    };
+    EXPECT_EQ(fused(base, 65, 65, pb), cudaErrorInvalidValue) << "fused: T > 64";
+    EXPECT_EQ(fused(base, -1, 4, pb), cudaErrorInvalidValue) << "fused: negative tokens";
+    EXPECT_EQ(fused(base, 5, 4, pb), cudaErrorInvalidValue) << "fused: T > max_tokens with masked";
+    EXPECT_EQ(fused(with([](auto &r) { r.n_group = 7; }), 2, 4, pb), cudaErrorInvalidValue) << "fused: bad groups";
+    EXPECT_EQ(fused(base, 2, 4, no_counts), cudaErrorInvalidValue) << "fused: null counts";
+    EXPECT_EQ(fc::moe_route_topk_plan(f.ptr, nullptr, 2, base, 4, i32.ptr, f.ptr, nullptr, pb, nullptr),
+              cudaErrorInvalidValue)
+        << "fused: correction_bias without a bias";
+    EXPECT_EQ(fc::moe_route_fused(x.ptr, f.ptr, f.ptr, 2, 0, base, 4, f.ptr, i32.ptr, f.ptr, nullptr, pb, nullptr),
+              cudaErrorInvalidValue)
+        << "fused: H = 0";
 
     EXPECT_EQ(fc::moe_router_logits(x.ptr, f.ptr, -1, 64, 8, f.ptr, nullptr), cudaErrorInvalidValue);
     EXPECT_EQ(fc::moe_router_logits(x.ptr, f.ptr, 2, 0, 8, f.ptr, nullptr), cudaErrorInvalidValue);
@@ -649,37 +727,45 @@ TEST(CudaMoeRoute, GraphCaptureReplaysTheSameResult) {
     device_plan plan(NE, T * slots, max_tokens);
     cudaStream_t stream;
     FP4MOE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    cudaGraph_t graph;
-    FP4MOE_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    const cudaError_t e1 = fc::moe_router_logits(d_x.ptr, d_router.ptr, T, H, E, d_logits.ptr, stream);
-    const cudaError_t e2 =
-        fc::moe_route_topk(d_logits.ptr, d_bias.ptr, T, to_rule(d), d_ids.ptr, d_w.ptr, d_bad.ptr, stream);
-    const cudaError_t e3 = fc::moe_build_plan(d_ids.ptr, T, slots, NE, max_tokens, plan.buffers(), stream);
-    FP4MOE_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-    ASSERT_EQ(e1, cudaSuccess);
-    ASSERT_EQ(e2, cudaSuccess);
-    ASSERT_EQ(e3, cudaSuccess);
-    cudaGraphExec_t exec;
-    FP4MOE_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-    for (int replay = 0; replay < 2; ++replay) {
-        SCOPED_TRACE("replay " + std::to_string(replay));
-        d_logits.poison(stream), d_w.poison(stream), d_ids.poison(stream), plan.poison(stream);
-        FP4MOE_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-        FP4MOE_CUDA_CHECK(cudaStreamSynchronize(stream));
-        const auto got_logits = d_logits.download();
-        for (std::size_t i = 0; i < logits.size(); ++i)
-            ASSERT_EQ(std::bit_cast<std::uint32_t>(got_logits[i]), std::bit_cast<std::uint32_t>(logits[i]))
-                << "logit " << i;
-        expect_equal_array("topk_ids", d_ids.download(), want.topk_ids);
-        const auto w = d_w.download();
-        for (std::size_t i = 0; i < w.size(); ++i)
-            EXPECT_TRUE(weight_close(w[i], want.topk_weights[i]))
-                << "weight " << i << ": " << w[i] << " vs " << want.topk_weights[i];
-        expect_equal_plan(plan.download(), from_cpu(want));
-        EXPECT_EQ(d_bad.download()[0], INT_MAX);
+    for (const bool fused : {false, true}) { // three launches; moe_route_fused (PDL-chained kernels)
+        SCOPED_TRACE(fused ? "moe_route_fused" : "logits, top-k, plan");
+        cudaGraph_t graph;
+        FP4MOE_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+        cudaError_t e1 = cudaSuccess, e2 = cudaSuccess, e3 = cudaSuccess;
+        if (fused) {
+            e1 = fc::moe_route_fused(d_x.ptr, d_router.ptr, d_bias.ptr, T, H, to_rule(d), max_tokens, d_logits.ptr,
+                                     d_ids.ptr, d_w.ptr, d_bad.ptr, plan.buffers(), stream);
+        } else {
+            e1 = fc::moe_router_logits(d_x.ptr, d_router.ptr, T, H, E, d_logits.ptr, stream);
+            e2 = fc::moe_route_topk(d_logits.ptr, d_bias.ptr, T, to_rule(d), d_ids.ptr, d_w.ptr, d_bad.ptr, stream);
+            e3 = fc::moe_build_plan(d_ids.ptr, T, slots, NE, max_tokens, plan.buffers(), stream);
+        }
+        FP4MOE_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+        ASSERT_EQ(e1, cudaSuccess);
+        ASSERT_EQ(e2, cudaSuccess);
+        ASSERT_EQ(e3, cudaSuccess);
+        cudaGraphExec_t exec;
+        FP4MOE_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+        for (int replay = 0; replay < 2; ++replay) {
+            SCOPED_TRACE("replay " + std::to_string(replay));
+            d_logits.poison(stream), d_w.poison(stream), d_ids.poison(stream), plan.poison(stream);
+            FP4MOE_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+            FP4MOE_CUDA_CHECK(cudaStreamSynchronize(stream));
+            const auto got_logits = d_logits.download();
+            for (std::size_t i = 0; i < logits.size(); ++i)
+                ASSERT_EQ(std::bit_cast<std::uint32_t>(got_logits[i]), std::bit_cast<std::uint32_t>(logits[i]))
+                    << "logit " << i;
+            expect_equal_array("topk_ids", d_ids.download(), want.topk_ids);
+            const auto w = d_w.download();
+            for (std::size_t i = 0; i < w.size(); ++i)
+                EXPECT_TRUE(weight_close(w[i], want.topk_weights[i]))
+                    << "weight " << i << ": " << w[i] << " vs " << want.topk_weights[i];
+            expect_equal_plan(plan.download(), from_cpu(want));
+            EXPECT_EQ(d_bad.download()[0], INT_MAX);
+        }
+        FP4MOE_CUDA_CHECK(cudaGraphExecDestroy(exec));
+        FP4MOE_CUDA_CHECK(cudaGraphDestroy(graph));
     }
-    FP4MOE_CUDA_CHECK(cudaGraphExecDestroy(exec));
-    FP4MOE_CUDA_CHECK(cudaGraphDestroy(graph));
     FP4MOE_CUDA_CHECK(cudaStreamDestroy(stream));
 }
 
@@ -696,9 +782,12 @@ TEST(CudaMoeRoute, DISABLED_Timings) {
     };
     const auto qwen = make_desc(128, 8, 0, softmax_routing(true));
     const auto dsv3 = make_desc(256, 8, 1, sigmoid_routing(true, 8, 4, 2.5f));
-    const timing_case cases[] = {{"qwen3", 1, 2048, qwen},  {"qwen3", 8, 2048, qwen},   {"qwen3", 64, 2048, qwen},
-                                 {"dsv3", 1, 7168, dsv3},   {"dsv3", 8, 7168, dsv3},    {"dsv3", 64, 7168, dsv3},
-                                 {"dsv3", 512, 7168, dsv3}, {"dsv3", 4096, 7168, dsv3}, {"dsv3", 16384, 7168, dsv3}};
+    const auto glm = make_desc(128, 8, 1, sigmoid_routing(true, 1, 1, 1.0f));
+    const timing_case cases[] = {{"qwen3", 1, 2048, qwen},   {"qwen3", 8, 2048, qwen},   {"qwen3", 64, 2048, qwen},
+                                 {"glm", 1, 4096, glm},      {"glm", 4, 4096, glm},      {"glm", 16, 4096, glm},
+                                 {"glm", 64, 4096, glm},     {"dsv3", 1, 7168, dsv3},    {"dsv3", 4, 7168, dsv3},
+                                 {"dsv3", 16, 7168, dsv3},   {"dsv3", 64, 7168, dsv3},   {"dsv3", 512, 7168, dsv3},
+                                 {"dsv3", 4096, 7168, dsv3}, {"dsv3", 16384, 7168, dsv3}};
     cudaStream_t stream;
     FP4MOE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     cudaEvent_t start, stop;
@@ -728,8 +817,8 @@ TEST(CudaMoeRoute, DISABLED_Timings) {
         std::sort(ms.begin(), ms.end());
         return 1000.0 * ms[ms.size() / 2] / kPerGraph;
     };
-    std::printf("%-6s %6s %5s | %10s %10s %10s %10s\n", "model", "T", "H", "logits us", "topk us", "plan us",
-                "+masked us");
+    std::printf("%-6s %6s %5s | %10s %10s %10s %10s | %12s %12s %12s\n", "model", "T", "H", "logits us", "topk us",
+                "plan us", "+masked us", "topk+plan us", "+masked us", "fused all us");
     for (const auto &c : cases) {
         const auto &d = c.d;
         const int E = static_cast<int>(d.experts), slots = static_cast<int>(d.slots());
@@ -754,8 +843,23 @@ TEST(CudaMoeRoute, DISABLED_Timings) {
             time_us([&] { return fc::moe_build_plan(d_ids.ptr, T, slots, NE, T, plan.buffers(false), stream); });
         const double t_masked =
             time_us([&] { return fc::moe_build_plan(d_ids.ptr, T, slots, NE, T, plan.buffers(true), stream); });
-        std::printf("%-6s %6d %5d | %10.2f %10.2f %10.2f %10.2f\n", c.name, T, c.hidden, t_logits, t_topk, t_plan,
-                    t_masked);
+        double t_tp = 0, t_tp_masked = 0, t_all = 0; // one-kernel top-k + plan, and the whole fused routing
+        if (fc::moe_route_topk_plan_fits(T, rule)) {
+            t_tp = time_us([&] {
+                return fc::moe_route_topk_plan(d_logits.ptr, bias, T, rule, T, d_ids.ptr, d_w.ptr, nullptr,
+                                               plan.buffers(false), stream);
+            });
+            t_tp_masked = time_us([&] {
+                return fc::moe_route_topk_plan(d_logits.ptr, bias, T, rule, T, d_ids.ptr, d_w.ptr, nullptr,
+                                               plan.buffers(true), stream);
+            });
+            t_all = time_us([&] {
+                return fc::moe_route_fused(d_x.ptr, d_router.ptr, bias, T, c.hidden, rule, T, d_logits.ptr, d_ids.ptr,
+                                           d_w.ptr, nullptr, plan.buffers(false), stream);
+            });
+        }
+        std::printf("%-6s %6d %5d | %10.2f %10.2f %10.2f %10.2f | %12.2f %12.2f %12.2f\n", c.name, T, c.hidden,
+                    t_logits, t_topk, t_plan, t_masked, t_tp, t_tp_masked, t_all);
     }
     FP4MOE_CUDA_CHECK(cudaEventDestroy(start));
     FP4MOE_CUDA_CHECK(cudaEventDestroy(stop));
