@@ -25,7 +25,7 @@ __host__ __device__ constexpr std::size_t align256(std::size_t n) {
 
 // Workspace regions, all derived from the same upper bounds on host and device.
 struct layout {
-    std::size_t act, partial, total;
+    std::size_t act, partial, counters, total;
     int max_rows, k_pad_inter;
 };
 
@@ -38,6 +38,7 @@ __host__ __device__ inline layout make_layout(int hidden, int inter, int num_exp
     std::size_t off = 0;
     l.act = off, off += align256(2 * static_cast<std::size_t>(l.max_rows) * l.k_pad_inter);
     l.partial = off, off += align256(4 * static_cast<std::size_t>(pairs) * hidden);
+    l.counters = off, off += align256(4 * static_cast<std::size_t>(max_tokens) * ((hidden + 15) / 16));
     l.total = off;
     return l;
 }
@@ -171,7 +172,11 @@ struct gemm_args {
     const float *topk_weights;
     std::uint16_t *act; // gate_up output
     int ld_act;
-    float *partial; // down output
+    float *partial; // down output: one fp32 row per (token, slot) pair
+    int *counters;  // [T][down tiles]: pairs done per token and 16-row tile (the last one combines)
+    int tokens, down_tiles;
+    const std::int32_t *topk_ids;
+    std::uint16_t *out;
 };
 
 // Pair (token * slots + slot) of row `rr` of expert `e`.
@@ -193,6 +198,19 @@ template <bool GateUp, int NT, int KS, int U, int S>
 __global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(const gemm_args g) {
     allow_next_kernel();
     wait_for_previous_kernel();
+    if constexpr (GateUp) {
+        if (blockIdx.y == 0) {
+            // For the down kernel (which waits for this one): zero the combine counters; a token that routing
+            // refused (ids -1: non-finite logits) gets NaN outputs, never stale data.
+            for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < g.tokens * g.down_tiles;
+                 i += gridDim.x * blockDim.x)
+                g.counters[i] = 0;
+            for (int t = blockIdx.x; t < g.tokens; t += gridDim.x)
+                if (g.topk_ids[static_cast<std::size_t>(t) * g.slots] < 0)
+                    for (int h = threadIdx.x; h < g.hidden; h += blockDim.x)
+                        g.out[static_cast<std::size_t>(t) * g.hidden + h] = 0x7FC0;
+        }
+    }
     const group_pos gp = find_group(g.counts, g.num_experts, NT, blockIdx.y);
     if (!gp.valid) return;
     const int e = gp.e, tile0 = gp.tile0;
@@ -382,25 +400,34 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(const gemm_args g
                 if (row + 8 < g.hidden) dst[row + 8] = acc[n][2 + c] * scale;
             }
         }
-}
-
-// ---- combine -------------------------------------------------------------------------------------------
-
-__global__ void combine_kernel(const float *__restrict__ partial, const std::int32_t *__restrict__ ids, int tokens,
-                               int slots, int hidden, std::uint16_t *__restrict__ out) {
-    allow_next_kernel();
-    wait_for_previous_kernel();
-    const long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (i >= static_cast<long long>(tokens) * hidden) return;
-    const int t = static_cast<int>(i / hidden), h = static_cast<int>(i % hidden);
-    float sum = 0.0f;
-    if (ids[static_cast<std::size_t>(t) * slots] < 0) {
-        sum = __int_as_float(0x7FC00000); // a token routing refused (non-finite logits): NaN, never stale data
-    } else {
-        for (int j = 0; j < slots; ++j) sum += partial[(static_cast<std::size_t>(t) * slots + j) * hidden + h];
+    if constexpr (!GateUp) {
+        // Weighted combine, fused: the warp that brings the last of a token's `slots` partial rows for this
+        // 16-row tile sums them in slot order (deterministic) and writes the bf16 output rows.
+        __threadfence();
+        __syncwarp();
+        // Lane i reports token row i of the group (8 NT <= 32 rows): one atomic round trip per warp.
+        const int rr = tile0 * 8 + lane;
+        int t = -1, last = 0;
+        if (lane < 8 * NT && rr < count) {
+            t = pair_of(g, e, rr) / g.slots;
+            last = atomicAdd(&g.counters[t * g.tiles + tile], 1) == g.slots - 1;
+        }
+        unsigned todo = __ballot_sync(0xFFFFFFFFu, last);
+        if (todo) __threadfence();
+        while (todo) {
+            const int src_lane = __ffs(todo) - 1;
+            todo &= todo - 1;
+            const int tok = __shfl_sync(0xFFFFFFFFu, t, src_lane);
+            const int row = tile * 16 + lane;
+            if (lane < 16 && row < g.hidden) {
+                const float *src = g.partial + static_cast<std::size_t>(tok) * g.slots * g.hidden + row;
+                float sum = 0.0f;
+                for (int j = 0; j < g.slots; ++j) sum += __ldcg(src + static_cast<std::size_t>(j) * g.hidden);
+                const __nv_bfloat16 r = __float2bfloat16_rn(sum);
+                g.out[static_cast<std::size_t>(tok) * g.hidden + row] = *reinterpret_cast<const std::uint16_t *>(&r);
+            }
+        }
     }
-    const __nv_bfloat16 r = __float2bfloat16_rn(sum);
-    out[i] = *reinterpret_cast<const std::uint16_t *>(&r);
 }
 
 // Launches with programmatic stream serialization: the kernel may start while its predecessor drains and
@@ -491,6 +518,8 @@ cudaError_t moe_decode_run(const decode_weights &w, const decode_batch &b, decod
     g.slots = b.slots, g.max_tokens = b.max_tokens, g.inter = b.inter, g.hidden = b.hidden, g.masked = b.masked;
     g.num_experts = b.num_experts, g.topk_weights = b.topk_weights;
     g.act = act, g.ld_act = l.k_pad_inter, g.partial = partial;
+    g.counters = reinterpret_cast<int *>(base + l.counters), g.tokens = b.tokens, g.down_tiles = w.tiles_down;
+    g.topk_ids = b.topk_ids, g.out = b.out;
 
     // gate_up: B = x rows, K = H.
     g.wq = w.gate_up_q, g.ws = w.gate_up_s;
@@ -510,11 +539,6 @@ cudaError_t moe_decode_run(const decode_weights &w, const decode_batch &b, decod
     g.gs0 = w.gs_down, g.gs1 = nullptr;
     if (auto st = dispatch<false>(g, max_groups, t, stream); st != cudaSuccess) return st;
 
-    const long long n = static_cast<long long>(b.tokens) * b.hidden;
-    if (auto st = launch_pdl(combine_kernel, dim3(static_cast<unsigned>((n + 255) / 256)), dim3(256), 0, stream,
-                             static_cast<const float *>(partial), b.topk_ids, b.tokens, b.slots, b.hidden, b.out);
-        st != cudaSuccess)
-        return st;
     return cudaGetLastError();
 }
 

@@ -5,9 +5,10 @@
 //   gate_up   grid (16-row weight tiles / tiles per CTA, work-group bound): each CTA finds its work group (an
 //             expert and `nt` token tiles of 8 rows) from the device counts, dequantizes in registers, mma,
 //             SiLU(gate) * up in the epilogue (gate and up rows interleaved per tile), bf16 act rows.
-//   down      same shape over H rows; epilogue applies the global scale and the router weight and writes an
-//             fp32 row per (token, slot) pair.
-//   combine   out[t] = bf16(sum over slots in slot order): deterministic.
+//   down      same shape over H rows; the epilogue applies the global scale and the router weight, writes an
+//             fp32 row per (token, slot) pair, and the warp that completes a token's last pair for a 16-row tile
+//             (an atomic counter per token and tile) sums the slots in slot order into the bf16 output:
+//             the weighted combine is fused, and deterministic.
 // Everything runs on `stream` without host synchronization or allocation (graph-capturable). Grids come from
 // host upper bounds; blocks past the device-side group count exit at once.
 //
@@ -70,8 +71,8 @@ extern const int kDecodeTacticCount;
 /// Scratch bytes for batches up to `max_tokens` tokens (any tactic).
 std::size_t moe_decode_workspace(int hidden, int inter, int num_experts, int slots, int max_tokens);
 
-/// Launches gate_up, down and combine (programmatic dependent launches: each may start while the previous
-/// kernel drains). cudaErrorInvalidValue (nothing launched) for bad sizes or an
+/// Launches gate_up and down (programmatic dependent launches: each may start while the previous kernel
+/// drains). cudaErrorInvalidValue (nothing launched) for bad sizes or an
 /// unknown tactic. T = 0 launches nothing.
 cudaError_t moe_decode_run(const decode_weights &w, const decode_batch &b, decode_tactic t, cudaStream_t stream);
 
