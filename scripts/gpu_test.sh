@@ -11,6 +11,12 @@ mode=${1:-all}
 
 if [ "$mode" = build ] || [ "$mode" = all ]; then
     bash "$root/scripts/build.sh" --build-dir "$build_dir" --werror -- -DFP4MOE_CUDA=ON
+    # The GPU machine has no package registry: put the non-libc shared libraries fp4moe links (cpp-httplib,
+    # OpenSSL, zlib, brotli, PCRE2) in build-gpu/lib, where the binary's RPATH ($ORIGIN/../lib) looks first.
+    mkdir -p "$build_dir/lib"
+    ldd "$build_dir/tools/fp4moe" | awk '/=> \//{print $3}' | while read -r lib; do
+        case $(basename "$lib") in libc.so*|libm.so*|libgcc_s*|libstdc++*|ld-linux*) ;; *) cp -L "$lib" "$build_dir/lib/" ;; esac
+    done
 fi
 if [ "$mode" = run ] || [ "$mode" = all ]; then
     [ -f "$build_dir/CMakeCache.txt" ] || { echo "gpu_test.sh: no $build_dir; run 'scripts/gpu_test.sh build' first" >&2; exit 2; }
