@@ -67,6 +67,7 @@ status run_decode(const moe_desc &d, const gpu_moe_weights &w, const bf16_t *x, 
     decode_batch b;
     b.hidden = static_cast<int>(d.hidden), b.inter = static_cast<int>(d.intermediate);
     b.num_experts = static_cast<int>(d.total_experts()), b.slots = static_cast<int>(d.slots());
+    b.shared = static_cast<int>(d.shared);
     b.tokens = static_cast<int>(tokens), b.max_tokens = static_cast<int>(max_tokens);
     b.masked = d.layout == moe_layout::masked;
     b.x = reinterpret_cast<const std::uint16_t *>(x), b.out = reinterpret_cast<std::uint16_t *>(out);
@@ -272,7 +273,7 @@ status gpu_moe_forward(const moe_desc &d, const gpu_moe_weights &w, const bf16_t
     // sync, or one more graph node per layer to reset it).
     const auto *xb = reinterpret_cast<const std::uint16_t *>(x);
     const float *bias = d.routing.correction_bias ? w.bias() : nullptr;
-    if (moe_route_topk_plan_fits(T, rule)) { // decode: split-K logits, then top-k + plan in one CTA (PDL chain)
+    if (moe_route_fused_preferred(T, rule)) { // decode: split-K logits, then top-k + plan in one CTA (PDL chain)
         if (auto e = moe_route_fused(xb, w.router(), bias, T, static_cast<int>(d.hidden), rule,
                                      static_cast<int>(max_tokens), at<float>(ws, r.logits), at<std::int32_t>(ws, r.ids),
                                      at<float>(ws, r.weights), nullptr, pb, stream);

@@ -157,6 +157,10 @@ __device__ __forceinline__ void bulk_copy(void *dst, const void *src, std::uint3
         : "memory");
 }
 
+__device__ __forceinline__ void prefetch_l2(const void *p, std::uint32_t bytes) {
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+}
+
 struct gemm_args {
     const std::uint8_t *wq, *ws;    // packed weights and scale codes of expert 0
     std::size_t expert_q, expert_s; // per-expert strides in bytes
@@ -175,6 +179,7 @@ struct gemm_args {
     float *partial; // down output: one fp32 row per (token, slot) pair
     int *counters;  // [T][down tiles]: pairs done per token and 16-row tile (the last one combines)
     int tokens, down_tiles;
+    int shared; // always-used expert slots at the end (shared experts): their weights are prefetched
     const std::int32_t *topk_ids;
     std::uint16_t *out;
 };
@@ -197,6 +202,19 @@ __host__ __device__ constexpr int ring_smem_bytes(int u, int stages) {
 template <bool GateUp, int NT, int KS, int U, int S>
 __global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(const gemm_args g) {
     allow_next_kernel();
+    if (g.shared > 0 && threadIdx.x == 0) {
+        // Shared experts are used by every token whatever the routing: pull their weights into L2 while the
+        // previous kernel (routing, or gate_up for down) still runs. 32 KB pieces spread over the CTAs.
+        const std::size_t cta = blockIdx.y * static_cast<std::size_t>(gridDim.x) + blockIdx.x;
+        const std::size_t ctas = static_cast<std::size_t>(gridDim.x) * gridDim.y, piece = 32768;
+        const std::size_t first = static_cast<std::size_t>(g.num_experts - g.shared);
+        const std::uint8_t *q = g.wq + first * g.expert_q, *sc = g.ws + first * g.expert_s;
+        const std::size_t qbytes = g.shared * g.expert_q, sbytes = g.shared * g.expert_s;
+        for (std::size_t off = cta * piece; off < qbytes; off += ctas * piece)
+            prefetch_l2(q + off, static_cast<std::uint32_t>(qbytes - off < piece ? qbytes - off : piece));
+        for (std::size_t off = cta * piece; off < sbytes; off += ctas * piece)
+            prefetch_l2(sc + off, static_cast<std::uint32_t>(sbytes - off < piece ? sbytes - off : piece));
+    }
     wait_for_previous_kernel();
     if constexpr (GateUp) {
         if (blockIdx.y == 0) {
@@ -459,9 +477,9 @@ cudaError_t launch_gemm(const gemm_args &g, int max_groups, cudaStream_t stream)
 } // namespace
 
 // The tactic table: (nt, ksplit, ksteps per load group, bulk-copy stages or 0 for the register ring).
-const decode_tactic kDecodeTactics[] = {{1, 2, 4, 2}, {1, 1, 4, 0}, {1, 2, 4, 0}, {1, 4, 4, 0}, {2, 2, 4, 0},
-                                        {1, 1, 4, 2}, {1, 4, 4, 2}, {1, 2, 4, 4}, {1, 2, 2, 4}, {1, 4, 2, 4},
-                                        {1, 2, 2, 8}, {2, 2, 4, 2}, {2, 2, 2, 4}, {4, 2, 2, 4}};
+const decode_tactic kDecodeTactics[] = {{1, 2, 2, 4}, {1, 1, 2, 4}, {1, 4, 2, 4}, {1, 2, 2, 8}, {2, 1, 2, 4},
+                                        {2, 2, 2, 4}, {4, 1, 2, 4}, {4, 2, 2, 4}, {1, 2, 4, 2}, {1, 1, 4, 2},
+                                        {1, 4, 4, 2}, {1, 2, 4, 4}, {2, 2, 4, 2}, {1, 2, 4, 0}, {1, 4, 4, 0}};
 const int kDecodeTacticCount = static_cast<int>(std::size(kDecodeTactics));
 
 namespace {
@@ -471,20 +489,21 @@ cudaError_t dispatch(const gemm_args &g, int max_groups, decode_tactic t, cudaSt
 #define FP4MOE_DECODE_CASE(NT_, KS_, U_, S_)                                                                           \
     if (t.nt == NT_ && t.ksplit == KS_ && t.inflight == U_ && t.stages == S_)                                          \
         return launch_gemm<GateUp, NT_, KS_, U_, S_>(g, max_groups, stream);
+    FP4MOE_DECODE_CASE(1, 2, 2, 4)
+    FP4MOE_DECODE_CASE(1, 1, 2, 4)
+    FP4MOE_DECODE_CASE(1, 4, 2, 4)
+    FP4MOE_DECODE_CASE(1, 2, 2, 8)
+    FP4MOE_DECODE_CASE(2, 1, 2, 4)
+    FP4MOE_DECODE_CASE(2, 2, 2, 4)
+    FP4MOE_DECODE_CASE(4, 1, 2, 4)
+    FP4MOE_DECODE_CASE(4, 2, 2, 4)
     FP4MOE_DECODE_CASE(1, 2, 4, 2)
-    FP4MOE_DECODE_CASE(1, 1, 4, 0)
-    FP4MOE_DECODE_CASE(1, 2, 4, 0)
-    FP4MOE_DECODE_CASE(1, 4, 4, 0)
-    FP4MOE_DECODE_CASE(2, 2, 4, 0)
     FP4MOE_DECODE_CASE(1, 1, 4, 2)
     FP4MOE_DECODE_CASE(1, 4, 4, 2)
     FP4MOE_DECODE_CASE(1, 2, 4, 4)
-    FP4MOE_DECODE_CASE(1, 2, 2, 4)
-    FP4MOE_DECODE_CASE(1, 4, 2, 4)
-    FP4MOE_DECODE_CASE(1, 2, 2, 8)
     FP4MOE_DECODE_CASE(2, 2, 4, 2)
-    FP4MOE_DECODE_CASE(2, 2, 2, 4)
-    FP4MOE_DECODE_CASE(4, 2, 2, 4)
+    FP4MOE_DECODE_CASE(1, 2, 4, 0)
+    FP4MOE_DECODE_CASE(1, 4, 4, 0)
 #undef FP4MOE_DECODE_CASE
     return cudaErrorInvalidValue;
 }
@@ -519,7 +538,7 @@ cudaError_t moe_decode_run(const decode_weights &w, const decode_batch &b, decod
     g.num_experts = b.num_experts, g.topk_weights = b.topk_weights;
     g.act = act, g.ld_act = l.k_pad_inter, g.partial = partial;
     g.counters = reinterpret_cast<int *>(base + l.counters), g.tokens = b.tokens, g.down_tiles = w.tiles_down;
-    g.topk_ids = b.topk_ids, g.out = b.out;
+    g.topk_ids = b.topk_ids, g.out = b.out, g.shared = b.shared;
 
     // gate_up: B = x rows, K = H.
     g.wq = w.gate_up_q, g.ws = w.gate_up_s;

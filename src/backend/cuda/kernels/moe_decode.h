@@ -36,12 +36,13 @@ struct decode_weights {
 
 /// One batch: activations, the device plan, and scratch (sizes from moe_decode_workspace).
 struct decode_batch {
-    int hidden = 0, inter = 0;                  ///< H, I (multiples of 16)
-    int num_experts = 0;                        ///< E + S (<= 1024)
-    int slots = 0;                              ///< k + S
-    int tokens = 0;                             ///< T of this batch
-    int max_tokens = 0;                         ///< the plan's capacity (masked layout row stride)
-    bool masked = false;                        ///< rows from masked_pairs instead of perm
+    int hidden = 0, inter = 0; ///< H, I (multiples of 16)
+    int num_experts = 0;       ///< E + S (<= 1024)
+    int slots = 0;             ///< k + S
+    int shared = 0;            ///< S: the last S experts serve every token (their weights are prefetched into L2)
+    int tokens = 0;            ///< T of this batch
+    int max_tokens = 0;        ///< the plan's capacity (masked layout row stride)
+    bool masked = false;       ///< rows from masked_pairs instead of perm
     const std::uint16_t *x = nullptr;           ///< [T, H] bf16
     std::uint16_t *out = nullptr;               ///< [T, H] bf16
     const std::int32_t *topk_ids = nullptr;     ///< [T * slots]; a token whose first id is -1 gets NaN output
