@@ -461,6 +461,26 @@ TEST(CudaMoeRoute, NonFiniteLogitsMarkTheTokenBad) {
         for (std::size_t i = 0; i < fw.size(); ++i)
             EXPECT_EQ(std::bit_cast<std::uint32_t>(fw[i]), std::bit_cast<std::uint32_t>(weights[i])) << "weight " << i;
         expect_equal_plan(fplan.download(), reference_plan(want.topk_ids, NE, T));
+
+        // The first 8 tokens (bad tokens 5 and 6 among them): one token per warp, where sigmoid scores are
+        // computed by the whole CTA first.
+        const int T8 = 8;
+        const std::vector<std::int32_t> want8(want.topk_ids.begin(), want.topk_ids.begin() + T8 * slots);
+        device_plan plan8(NE, T8 * slots, T8);
+        device_buffer<int> bad8(std::vector<int>{INT_MAX});
+        d_weights.poison(), d_ids.poison();
+        ASSERT_EQ(fc::moe_route_topk_plan(d_logits.ptr, cpu_bias ? d_bias.ptr : nullptr, T8, to_rule(d), T8, d_ids.ptr,
+                                          d_weights.ptr, bad8.ptr, plan8.buffers(), nullptr),
+                  cudaSuccess);
+        FP4MOE_CUDA_CHECK(cudaDeviceSynchronize());
+        EXPECT_EQ(bad8.download()[0], 5) << "fused, 8 tokens: the smallest bad token";
+        auto ids8 = d_ids.download();
+        ids8.resize(want8.size());
+        expect_equal_array("fused topk_ids, 8 tokens", ids8, want8);
+        const auto w8 = d_weights.download();
+        for (std::size_t i = 0; i < want8.size(); ++i)
+            EXPECT_EQ(std::bit_cast<std::uint32_t>(w8[i]), std::bit_cast<std::uint32_t>(weights[i])) << "weight " << i;
+        expect_equal_plan(plan8.download(), reference_plan(want8, NE, T8));
     }
 }
 
@@ -785,7 +805,8 @@ TEST(CudaMoeRoute, DISABLED_Timings) {
     const auto glm = make_desc(128, 8, 1, sigmoid_routing(true, 1, 1, 1.0f));
     const timing_case cases[] = {{"qwen3", 1, 2048, qwen},   {"qwen3", 8, 2048, qwen},   {"qwen3", 64, 2048, qwen},
                                  {"glm", 1, 4096, glm},      {"glm", 4, 4096, glm},      {"glm", 16, 4096, glm},
-                                 {"glm", 64, 4096, glm},     {"dsv3", 1, 7168, dsv3},    {"dsv3", 4, 7168, dsv3},
+                                 {"glm", 32, 4096, glm},     {"glm", 64, 4096, glm},     {"dsv3", 1, 7168, dsv3},
+                                 {"dsv3", 4, 7168, dsv3},    {"dsv3", 8, 7168, dsv3},    {"dsv3", 32, 7168, dsv3},
                                  {"dsv3", 16, 7168, dsv3},   {"dsv3", 64, 7168, dsv3},   {"dsv3", 512, 7168, dsv3},
                                  {"dsv3", 4096, 7168, dsv3}, {"dsv3", 16384, 7168, dsv3}};
     cudaStream_t stream;
@@ -817,8 +838,8 @@ TEST(CudaMoeRoute, DISABLED_Timings) {
         std::sort(ms.begin(), ms.end());
         return 1000.0 * ms[ms.size() / 2] / kPerGraph;
     };
-    std::printf("%-6s %6s %5s | %10s %10s %10s %10s | %12s %12s %12s\n", "model", "T", "H", "logits us", "topk us",
-                "plan us", "+masked us", "topk+plan us", "+masked us", "fused all us");
+    std::printf("%-6s %6s %5s | %10s %10s %10s %10s | %12s %12s %12s | %10s\n", "model", "T", "H", "logits us",
+                "topk us", "plan us", "+masked us", "topk+plan us", "+masked us", "fused all us", "no-splitK");
     for (const auto &c : cases) {
         const auto &d = c.d;
         const int E = static_cast<int>(d.experts), slots = static_cast<int>(d.slots());
@@ -843,6 +864,13 @@ TEST(CudaMoeRoute, DISABLED_Timings) {
             time_us([&] { return fc::moe_build_plan(d_ids.ptr, T, slots, NE, T, plan.buffers(false), stream); });
         const double t_masked =
             time_us([&] { return fc::moe_build_plan(d_ids.ptr, T, slots, NE, T, plan.buffers(true), stream); });
+        double t_gemv = 0; // the logits without split-K (the GEMV / tiled kernels), for comparison
+        if (T <= 64) {
+            setenv("FP4MOE_ROUTER_SPLITK_MAX_T", "0", 1);
+            t_gemv = time_us(
+                [&] { return fc::moe_router_logits(d_x.ptr, d_router.ptr, T, c.hidden, E, d_logits.ptr, stream); });
+            unsetenv("FP4MOE_ROUTER_SPLITK_MAX_T");
+        }
         double t_tp = 0, t_tp_masked = 0, t_all = 0; // one-kernel top-k + plan, and the whole fused routing
         if (fc::moe_route_topk_plan_fits(T, rule)) {
             t_tp = time_us([&] {
@@ -858,8 +886,8 @@ TEST(CudaMoeRoute, DISABLED_Timings) {
                                            d_w.ptr, nullptr, plan.buffers(false), stream);
             });
         }
-        std::printf("%-6s %6d %5d | %10.2f %10.2f %10.2f %10.2f | %12.2f %12.2f %12.2f\n", c.name, T, c.hidden,
-                    t_logits, t_topk, t_plan, t_masked, t_tp, t_tp_masked, t_all);
+        std::printf("%-6s %6d %5d | %10.2f %10.2f %10.2f %10.2f | %12.2f %12.2f %12.2f | %10.2f\n", c.name, T, c.hidden,
+                    t_logits, t_topk, t_plan, t_masked, t_tp, t_tp_masked, t_all, t_gemv);
     }
     FP4MOE_CUDA_CHECK(cudaEventDestroy(start));
     FP4MOE_CUDA_CHECK(cudaEventDestroy(stop));

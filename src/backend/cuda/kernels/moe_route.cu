@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
 
 namespace fp4moe::cuda {
 
@@ -38,6 +39,15 @@ __device__ __forceinline__ float bf16_at(const std::uint16_t *p) {
     return __uint_as_float(unsigned{*p} << 16);
 }
 
+// Programmatic dependent launch (sm_90): let the next kernel's CTAs become resident while this one runs; wait
+// until the previous kernel's results are visible.
+__device__ __forceinline__ void allow_next_kernel() {
+    asm volatile("griddepcontrol.launch_dependents;");
+}
+__device__ __forceinline__ void wait_for_previous_kernel() {
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+
 // Small T: one CTA per (kExperts experts, 8 tokens); its 4 warps split the hidden dimension, each thread reads
 // the router rows in float4 and the 8 token rows in 4 x bf16. The router is read once per 8 tokens, x once per
 // kExperts experts. Per output: per-thread fp32 FMA chains, a warp butterfly, then a sum over the 4 warps.
@@ -45,6 +55,8 @@ template <int kExperts, bool kVec>
 __global__ void __launch_bounds__(kGemvThreads)
     sm90_f32_router_logits_gemv(const std::uint16_t *__restrict__ x, const float *__restrict__ router, int tokens,
                                 int hidden, int experts, float *__restrict__ logits) {
+    allow_next_kernel();
+    wait_for_previous_kernel();
     const int e0 = blockIdx.x * kExperts;
     const int ne = min(kExperts, experts - e0);
     const int t0 = blockIdx.y * kGemvTokens;
@@ -148,6 +160,8 @@ __global__ void __launch_bounds__(kTileThreads)
                                  int hidden, int experts, float *__restrict__ logits) {
     __shared__ __align__(16) float xs[BLOCK_K][BLOCK_M + 4];
     __shared__ __align__(16) float rs[BLOCK_K][BLOCK_N + 4];
+    allow_next_kernel();
+    wait_for_previous_kernel();
     const int tid = threadIdx.x;
     const int m0 = blockIdx.y * BLOCK_M, n0 = blockIdx.x * BLOCK_N;
     const int lrow = tid / 4, lk = (tid % 4) * 4; // loader: row of the tile, first of its 4 k
@@ -186,15 +200,6 @@ __global__ void __launch_bounds__(kTileThreads)
             if (e < experts) logits[static_cast<std::size_t>(t) * experts + e] = acc[i][j];
         }
     }
-}
-
-// Programmatic dependent launch (sm_90): let the next kernel's CTAs become resident while this one runs; wait
-// until the previous kernel's results are visible.
-__device__ __forceinline__ void allow_next_kernel() {
-    asm volatile("griddepcontrol.launch_dependents;");
-}
-__device__ __forceinline__ void wait_for_previous_kernel() {
-    asm volatile("griddepcontrol.wait;" ::: "memory");
 }
 
 __device__ __forceinline__ float4 load_stream_f4(const float *p) {
@@ -258,35 +263,40 @@ __global__ void __launch_bounds__(kSplitThreads, 2)
     }
     wait_for_previous_kernel();
 
-    float acc[N] = {}; // acc[i * TT + tt]: expert e0 + i, token tt * LT + tg
-    const std::uint16_t *xt = x + static_cast<std::size_t>(tg) * hidden;
+    // acc[i * TT + tt]: expert e0 + i, token tt * LT + tg. Token slots past T read the last token's row (every
+    // load in bounds and unconditional, so a step's loads issue together) and are never written out.
+    float acc[N] = {};
+    const uint2 *x8 = reinterpret_cast<const uint2 *>(x); // 4 bf16 per load
+    int xrow[TT];                                         // row offsets in uint2 units
+#pragma unroll
+    for (int tt = 0; tt < TT; ++tt) xrow[tt] = min(tt * LT + tg, tokens - 1) * h4;
     for (int base = kb + kl; base < ke; base += LK * U) {
         float4 w[U][NE];
+        uint2 xv[U][TT];
 #pragma unroll
         for (int u = 0; u < U; ++u) {
             const int k4 = base + u * LK;
+            const bool kin = k4 < ke;
 #pragma unroll
             for (int i = 0; i < NE; ++i)
-                w[u][i] = k4 < ke && rrow[i] != nullptr ? load_stream_f4(rrow[i] + 4 * k4)
-                                                        : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                w[u][i] =
+                    kin && rrow[i] != nullptr ? load_stream_f4(rrow[i] + 4 * k4) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+            for (int tt = 0; tt < TT; ++tt) xv[u][tt] = kin ? __ldg(x8 + xrow[tt] + k4) : make_uint2(0u, 0u);
         }
 #pragma unroll
         for (int u = 0; u < U; ++u) {
-            const int k4 = base + u * LK;
-            if (k4 >= ke) break;
 #pragma unroll
             for (int tt = 0; tt < TT; ++tt) {
-                if (tt * LT + tg >= tokens) break;
-                const uint2 v =
-                    __ldg(reinterpret_cast<const uint2 *>(xt + static_cast<std::size_t>(tt * LT) * hidden) + k4);
-                const float xv[4] = {bf16_lo(v.x), bf16_hi(v.x), bf16_lo(v.y), bf16_hi(v.y)};
+                const float xf[4] = {bf16_lo(xv[u][tt].x), bf16_hi(xv[u][tt].x), bf16_lo(xv[u][tt].y),
+                                     bf16_hi(xv[u][tt].y)};
 #pragma unroll
                 for (int i = 0; i < NE; ++i) {
                     float &a = acc[i * TT + tt];
-                    a = fmaf(xv[0], w[u][i].x, a);
-                    a = fmaf(xv[1], w[u][i].y, a);
-                    a = fmaf(xv[2], w[u][i].z, a);
-                    a = fmaf(xv[3], w[u][i].w, a);
+                    a = fmaf(xf[0], w[u][i].x, a);
+                    a = fmaf(xf[1], w[u][i].y, a);
+                    a = fmaf(xf[2], w[u][i].z, a);
+                    a = fmaf(xf[3], w[u][i].w, a);
                 }
             }
         }
@@ -378,7 +388,7 @@ __device__ const unsigned long long kExp2fTable[32] = {
     0x3fefa4afa2a490daull, 0x3fefd0765b6e4540ull,
 };
 
-__device__ __forceinline__ float expf_glibc(float x) {
+__device__ __forceinline__ float expf_glibc(float x, const unsigned long long *table) {
     const unsigned ux = __float_as_uint(x);
     const unsigned abstop = (ux >> 20) & 0x7FFu;
     if (abstop >= 0x42Bu) { // |x| >= 88, inf or nan
@@ -396,7 +406,7 @@ __device__ __forceinline__ float expf_glibc(float x) {
     const unsigned long long ki = static_cast<unsigned long long>(__double_as_longlong(kd));
     kd = __dsub_rn(kd, kShift);
     const double r = __fma_rn(kInvLn2N, xd, -kd);
-    const double s = __longlong_as_double(static_cast<long long>(__ldg(&kExp2fTable[ki % 32]) + (ki << 47)));
+    const double s = __longlong_as_double(static_cast<long long>(table[ki % 32] + (ki << 47)));
     const double z = __fma_rn(kC0, r, kC1);
     const double r2 = __dmul_rn(r, r);
     double y = __fma_rn(kC2, r, 1.0);
@@ -406,11 +416,12 @@ __device__ __forceinline__ float expf_glibc(float x) {
 
 // Per-warp scratch of one token's routing (shared memory).
 struct route_scratch {
-    float *score;  // [E] p or s: the unbiased score (the weights)
-    float *select; // [E] biased scores (group stage)
-    float *group;  // [n_group] group scores
-    int *keep;     // [n_group] group kept
-    int *chosen;   // [k] selected experts, in selection order
+    float *score;                   // [E] p or s: the unbiased score (the weights)
+    float *select;                  // [E] biased scores (group stage)
+    float *group;                   // [n_group] group scores
+    int *keep;                      // [n_group] group kept
+    int *chosen;                    // [k] selected experts, in selection order
+    const unsigned long long *exp2; // kExp2fTable, copied to shared memory
 };
 
 // Order-preserving key of a float (larger value, larger key; -0 and +0 equal). 0 is below every non-NaN key,
@@ -423,26 +434,41 @@ __device__ __forceinline__ float key_value(unsigned key) {
     return __uint_as_float((key & 0x80000000u) ? (key & 0x7FFFFFFFu) : ~key);
 }
 
+// Sigmoid scoring of one logit: s = 1 / (1 + e^-v) (a correctly rounded reciprocal is the CPU's division),
+// and what the selection ranks, s + bias.
+__device__ __forceinline__ void sigmoid_score(float v, float bias, const unsigned long long *exp2, float &score,
+                                              float &select) {
+    score = __frcp_rn(__fadd_rn(1.0f, expf_glibc(-v, exp2)));
+    select = __fadd_rn(score, bias);
+}
+
 // Routes token `t` with the calling warp (whole warp, converged; no block barrier): reads its logits `row`
 // [E], writes ids and weights [k + S] to id_out / w_out and, if not null, the ids to s_ids too. Lane l holds
 // experts l, l + 32, ...; kPerLane = ceil(E / 32) rounded up to a power of 2.
+// scores_ready (sigmoid only): score[] and select[] already hold this token's scores (computed by the whole CTA).
 template <int kPerLane>
-__device__ __forceinline__ void route_token(const float *row, const float *__restrict__ bias, int t,
-                                            const route_rule &rule, const route_scratch &sc, std::int32_t *id_out,
-                                            float *w_out, int *s_ids, int *bad_token) {
+__device__ __forceinline__ void route_token(const float *row, const float *bias, int t, const route_rule &rule,
+                                            const route_scratch &sc, std::int32_t *id_out, float *w_out, int *s_ids,
+                                            int *bad_token, bool scores_ready = false) {
     constexpr unsigned kFull = 0xFFFFFFFFu;
     const float kInf = __uint_as_float(0x7F800000u);
     const int lane = threadIdx.x % 32;
     const int n_exp = rule.experts, k = rule.top_k, slots = rule.top_k + rule.shared;
     float *score = sc.score;
 
-    float v[kPerLane];
+    // The lane's logits go to score[] (its own entries: no sync needed to read them back); the score loops run
+    // over experts without unrolling, so expf and the divisions are inlined once and the code stays small.
     bool finite = true;
+    unsigned mk = 0; // the max logit as a key: one redux instead of a shuffle butterfly
 #pragma unroll
     for (int i = 0; i < kPerLane; ++i) {
         const int e = i * 32 + lane;
-        v[i] = e < n_exp ? __ldcg(row + e) : -kInf;
-        if (e < n_exp && !isfinite(v[i])) finite = false;
+        if (e < n_exp) {
+            const float v = __ldcg(row + e);
+            if (!scores_ready) score[e] = v;
+            finite = finite && isfinite(v);
+            mk = max(mk, order_key(v));
+        }
     }
     if (!__all_sync(kFull, finite)) {
         for (int j = lane; j < slots; j += 32) {
@@ -455,56 +481,57 @@ __device__ __forceinline__ void route_token(const float *row, const float *__res
     }
 
     float sel[kPerLane]; // what the top-k ranks
+    float *select = sc.select;
     if (rule.softmax) {
-        unsigned mk = 0; // the max as a key: one redux instead of a shuffle butterfly (every v is finite here)
-#pragma unroll
-        for (int i = 0; i < kPerLane; ++i) mk = max(mk, order_key(v[i]));
         const float mx = key_value(__reduce_max_sync(kFull, mk));
-#pragma unroll
-        for (int i = 0; i < kPerLane; ++i)
-            if (i * 32 + lane < n_exp) score[i * 32 + lane] = expf_glibc(__fsub_rn(v[i], mx));
+#pragma unroll 1
+        for (int e = lane; e < n_exp; e += 32) score[e] = expf_glibc(__fsub_rn(score[e], mx), sc.exp2);
         __syncwarp();
         // NOTE: sequential over e like the CPU's loop: a tree sum could move p by an ulp and create or break a tie.
         float sum = 0.0f;
 #pragma unroll 8
         for (int e = 0; e < n_exp; ++e) sum = __fadd_rn(sum, score[e]);
         __syncwarp();
+#pragma unroll 1
+        for (int e = lane; e < n_exp; e += 32) select[e] = score[e] = __fdiv_rn(score[e], sum);
+    } else if (!scores_ready) {
+#pragma unroll 1
+        for (int e = lane; e < n_exp; e += 32)
+            sigmoid_score(score[e], rule.correction_bias ? bias[e] : 0.0f, sc.exp2, score[e], select[e]);
+    }
 #pragma unroll
-        for (int i = 0; i < kPerLane; ++i) {
-            const int e = i * 32 + lane;
-            sel[i] = -kInf;
-            if (e < n_exp) sel[i] = score[e] = __fdiv_rn(score[e], sum);
-        }
-    } else {
-        float *select = sc.select;
-#pragma unroll
-        for (int i = 0; i < kPerLane; ++i) {
-            const int e = i * 32 + lane;
-            sel[i] = -kInf;
-            if (e < n_exp) {
-                const float s = __fdiv_rn(1.0f, __fadd_rn(1.0f, expf_glibc(-v[i])));
-                score[e] = s;
-                sel[i] = select[e] = __fadd_rn(s, rule.correction_bias ? __ldg(bias + e) : 0.0f);
-            }
-        }
+    for (int i = 0; i < kPerLane; ++i) sel[i] = i * 32 + lane < n_exp ? select[i * 32 + lane] : -kInf;
+    if (!rule.softmax) {
         if (rule.n_group > 1) {
             const int per = n_exp / rule.n_group;
             float *group = sc.group;
             int *keep = sc.keep;
             __syncwarp();
-            for (int g = lane; g < rule.n_group; g += 32) { // the two largest values, with multiplicity
+            // The two largest values of each group, with multiplicity: L lanes per group (a power of 2, L *
+            // n_group <= 32 where it fits) each scan every L-th member, then a butterfly over the L lanes
+            // merges their (top1, top2) pairs. Their sum is the CPU's (the same two floats).
+            int L = 1;
+            while (L * 2 * rule.n_group <= 32) L *= 2;
+            for (int g0 = 0; g0 < rule.n_group; g0 += 32 / L) { // uniform over the warp
+                const int g = g0 + lane / L, sub = lane % L;
                 float top1 = -kInf, top2 = -kInf;
-#pragma unroll 4
-                for (int j = 0; j < per; ++j) {
-                    const float x = select[g * per + j];
-                    if (x > top1) {
-                        top2 = top1;
-                        top1 = x;
-                    } else if (x > top2) {
-                        top2 = x;
+                if (g < rule.n_group) {
+                    for (int j = sub; j < per; j += L) {
+                        const float x = select[g * per + j];
+                        if (x > top1) {
+                            top2 = top1;
+                            top1 = x;
+                        } else if (x > top2) {
+                            top2 = x;
+                        }
                     }
                 }
-                group[g] = __fadd_rn(top1, top2);
+                for (int m = 1; m < L; m <<= 1) {
+                    const float o1 = __shfl_xor_sync(kFull, top1, m), o2 = __shfl_xor_sync(kFull, top2, m);
+                    top2 = fmaxf(fminf(top1, o1), fmaxf(top2, o2));
+                    top1 = fmaxf(top1, o1);
+                }
+                if (g < rule.n_group && sub == 0) group[g] = __fadd_rn(top1, top2);
             }
             __syncwarp();
             for (int g = lane; g < rule.n_group; g += 32) { // rank under (score desc, index asc)
@@ -578,11 +605,16 @@ __global__ void __launch_bounds__(kRouteWarps * 32)
     __shared__ float s_group[kRouteWarps][kMaxRouteExperts];
     __shared__ int s_keep[kRouteWarps][kMaxRouteExperts];
     __shared__ int s_chosen[kRouteWarps][kMaxRouteExperts];
+    __shared__ unsigned long long s_exp2[32];
+    allow_next_kernel();
+    if (threadIdx.x < 32) s_exp2[threadIdx.x] = kExp2fTable[threadIdx.x];
+    __syncthreads();
+    wait_for_previous_kernel();
     const int warp = threadIdx.x / 32;
     const int t = blockIdx.x * kRouteWarps + warp;
     if (t >= tokens) return; // whole warps only; no block barrier below
     const int slots = rule.top_k + rule.shared;
-    const route_scratch sc{s_score[warp], s_select[warp], s_group[warp], s_keep[warp], s_chosen[warp]};
+    const route_scratch sc{s_score[warp], s_select[warp], s_group[warp], s_keep[warp], s_chosen[warp], s_exp2};
     route_token<kPerLane>(logits + static_cast<std::size_t>(t) * rule.experts, bias, t, rule, sc,
                           ids + static_cast<std::size_t>(t) * slots, weights + static_cast<std::size_t>(t) * slots,
                           nullptr, bad_token);
@@ -602,8 +634,9 @@ int route_scratch_words(const route_rule &r) {
 }
 std::size_t fused_smem_bytes(const route_rule &r, int tokens, int num_experts) {
     const int warps = std::min(32, tokens), pairs = tokens * (r.top_k + r.shared);
-    return 8 * static_cast<std::size_t>(num_experts) + 4 * (static_cast<std::size_t>(pairs) + num_experts + 1 + 32 +
-                                                            static_cast<std::size_t>(warps) * route_scratch_words(r));
+    return 8 * static_cast<std::size_t>(num_experts) +
+           4 * (static_cast<std::size_t>(pairs) + num_experts + 1 + 32 + r.experts +
+                static_cast<std::size_t>(warps) * route_scratch_words(r));
 }
 
 // One CTA of 1024 threads: warp w routes tokens w, w + 32 (ids and weights to global and to shared memory),
@@ -624,20 +657,42 @@ __global__ void __launch_bounds__(kFusedThreads, 1)
     int *s_ids = reinterpret_cast<int *>(s_mask + ne);               // [pairs]
     int *s_off = s_ids + pairs;                                      // [ne + 1]
     int *s_wsum = s_off + ne + 1;                                    // [32]
-    int *s_route = s_wsum + 32;                                      // [route_warps][scratch words]
+    float *s_bias = reinterpret_cast<float *>(s_wsum + 32);          // [E]
+    int *s_route = reinterpret_cast<int *>(s_bias + rule.experts);   // [route_warps][scratch words]
+    __shared__ unsigned long long s_exp2[32];
+    // Before the wait: nothing here depends on the previous kernel (the bias and the table are constants).
     for (int e = tid; e < ne; e += kFusedThreads) s_mask[e] = 0ull;
+    if (rule.correction_bias)
+        for (int e = tid; e < rule.experts; e += kFusedThreads) s_bias[e] = __ldg(bias + e);
+    if (tid < 32) s_exp2[tid] = kExp2fTable[tid];
+    __syncthreads();
     wait_for_previous_kernel();
 
+    const int words = 2 * rule.experts + 2 * rule.n_group + rule.top_k; // route scratch per warp
+    // Sigmoid with one token per warp: the whole CTA computes the scores (an expert per thread, not E / 32
+    // per lane in sequence), each into its token's warp scratch.
+    const bool scores_ready = !rule.softmax && tokens <= 32;
+    if (scores_ready) {
+        for (int i = tid; i < tokens * rule.experts; i += kFusedThreads) {
+            const int t = i / rule.experts, e = i - t * rule.experts;
+            float *base = reinterpret_cast<float *>(s_route + t * words);
+            sigmoid_score(__ldcg(logits + i), rule.correction_bias ? s_bias[e] : 0.0f, s_exp2, base[e],
+                          base[rule.experts + e]);
+        }
+        __syncthreads();
+    }
     if (warp < route_warps) {
-        const int words = 2 * rule.experts + 2 * rule.n_group + rule.top_k;
         float *base = reinterpret_cast<float *>(s_route + warp * words);
-        const route_scratch sc{base, base + rule.experts, base + 2 * rule.experts,
+        const route_scratch sc{base,
+                               base + rule.experts,
+                               base + 2 * rule.experts,
                                reinterpret_cast<int *>(base + 2 * rule.experts + rule.n_group),
-                               reinterpret_cast<int *>(base + 2 * rule.experts + 2 * rule.n_group)};
+                               reinterpret_cast<int *>(base + 2 * rule.experts + 2 * rule.n_group),
+                               s_exp2};
         for (int t = warp; t < tokens; t += route_warps) {
             const std::size_t p0 = static_cast<std::size_t>(t) * slots;
-            route_token<kPerLane>(logits + static_cast<std::size_t>(t) * rule.experts, bias, t, rule, sc, ids + p0,
-                                  weights + p0, s_ids + p0, bad_token);
+            route_token<kPerLane>(logits + static_cast<std::size_t>(t) * rule.experts, s_bias, t, rule, sc, ids + p0,
+                                  weights + p0, s_ids + p0, bad_token, scores_ready);
             __syncwarp();
         }
     }
@@ -722,6 +777,8 @@ __global__ void __launch_bounds__(kPlanMaxWarps * 32)
                     std::int32_t *__restrict__ counts, std::int32_t *__restrict__ offsets,
                     std::int32_t *__restrict__ perm, std::int32_t *__restrict__ inv_perm) {
     extern __shared__ int smem[];
+    allow_next_kernel();
+    wait_for_previous_kernel();
     const int n_warps = blockDim.x / 32;
     int *wc = smem;                        // [n_warps][num_experts] counts, then bases, then cursors
     int *cnt = wc + n_warps * num_experts; // [num_experts]
@@ -799,6 +856,8 @@ __global__ void __launch_bounds__(kMaskedThreads)
     moe_plan_masked_kernel(const std::int32_t *__restrict__ counts, const std::int32_t *__restrict__ offsets,
                            const std::int32_t *__restrict__ perm, int max_tokens,
                            std::int32_t *__restrict__ masked_pairs) {
+    allow_next_kernel();
+    wait_for_previous_kernel();
     const int e = blockIdx.y;
     const int i = blockIdx.x * kMaskedThreads + threadIdx.x;
     if (i >= max_tokens) return;
@@ -839,7 +898,7 @@ bool route_rule_ok(const route_rule &r, int tokens, const float *bias) {
 }
 
 constexpr std::size_t kFusedSmemMax =
-    8 * kFusedMaxExperts + 4 * (kFusedMaxPairs + kFusedMaxExperts + 1 + 32 +
+    8 * kFusedMaxExperts + 4 * (kFusedMaxPairs + kFusedMaxExperts + 1 + 32 + kMaxRouteExperts +
                                 32 * (2 * kMaxRouteExperts + 2 * (kMaxRouteExperts / 2) + kMaxRouteExperts));
 
 template <int kPerLane>
@@ -864,7 +923,10 @@ cudaError_t moe_router_logits(const std::uint16_t *x, const float *router, int t
     if (ceil_div(tokens, BLOCK_M) > 65535) return cudaErrorInvalidValue;
     const bool vec = hidden % 4 == 0 && reinterpret_cast<std::uintptr_t>(x) % 8 == 0 &&
                      reinterpret_cast<std::uintptr_t>(router) % 16 == 0;
-    if (tokens <= kSplitMaxTokens && vec) {
+    // FP4MOE_ROUTER_SPLITK_MAX_T (benchmarking only) lowers the split-K bound to compare with the GEMV.
+    const char *splitk_env = std::getenv("FP4MOE_ROUTER_SPLITK_MAX_T");
+    const int splitk_max = splitk_env != nullptr ? std::atoi(splitk_env) : kSplitMaxTokens;
+    if (tokens <= std::min(splitk_max, kSplitMaxTokens) && vec) {
         const dim3 grid(kSplitCluster, ceil_div(experts, kSplitExperts)), block(kSplitThreads);
         const auto launch = [&](auto kernel) {
             return launch_pdl(kernel, grid, block, 0, kSplitCluster, stream, x, router, tokens, hidden, experts,
@@ -878,31 +940,34 @@ cudaError_t moe_router_logits(const std::uint16_t *x, const float *router, int t
         else if (tokens <= 4)
             e = launch(sm90_f32_router_logits_splitk<2, 4, 1, 4, 2, 4>);
         else if (tokens <= 16)
-            e = launch(sm90_f32_router_logits_splitk<2, 8, 2, 4, 2, 4>);
+            e = launch(sm90_f32_router_logits_splitk<2, 8, 2, 4, 2, 2>);
         else if (tokens <= 32)
-            e = launch(sm90_f32_router_logits_splitk<4, 8, 4, 2, 4, 2>);
+            e = launch(sm90_f32_router_logits_splitk<2, 8, 4, 4, 2, 2>);
         else
-            e = launch(sm90_f32_router_logits_splitk<4, 16, 4, 2, 4, 2>);
+            e = launch(sm90_f32_router_logits_splitk<2, 16, 4, 4, 2, 1>);
         return e != cudaSuccess ? e : cudaGetLastError();
     }
     if (router_logits_use_tiled(tokens, experts)) {
         const dim3 grid(ceil_div(experts, BLOCK_N), ceil_div(tokens, BLOCK_M));
-        if (vec)
-            sm90_f32_router_logits_tiled<true>
-                <<<grid, kTileThreads, 0, stream>>>(x, router, tokens, hidden, experts, logits);
-        else
-            sm90_f32_router_logits_tiled<false>
-                <<<grid, kTileThreads, 0, stream>>>(x, router, tokens, hidden, experts, logits);
+        const cudaError_t e =
+            launch_pdl(vec ? sm90_f32_router_logits_tiled<true> : sm90_f32_router_logits_tiled<false>, grid,
+                       dim3(kTileThreads), 0, 1, stream, x, router, tokens, hidden, experts, logits);
+        if (e != cudaSuccess) return e;
     } else {
         // One expert per CTA while a single token chunk needs every CTA it can get; 4 (x read 4x less) after.
         const auto launch = [&](auto kernel, int per_cta) {
             const dim3 grid(ceil_div(experts, per_cta), ceil_div(tokens, kGemvTokens));
-            kernel<<<grid, kGemvThreads, 0, stream>>>(x, router, tokens, hidden, experts, logits);
+            return launch_pdl(kernel, grid, dim3(kGemvThreads), 0, 1, stream, x, router, tokens, hidden, experts,
+                              logits);
         };
+        cudaError_t e;
         if (tokens <= kGemvTokens)
-            vec ? launch(sm90_f32_router_logits_gemv<1, true>, 1) : launch(sm90_f32_router_logits_gemv<1, false>, 1);
+            e = vec ? launch(sm90_f32_router_logits_gemv<1, true>, 1)
+                    : launch(sm90_f32_router_logits_gemv<1, false>, 1);
         else
-            vec ? launch(sm90_f32_router_logits_gemv<4, true>, 4) : launch(sm90_f32_router_logits_gemv<4, false>, 4);
+            e = vec ? launch(sm90_f32_router_logits_gemv<4, true>, 4)
+                    : launch(sm90_f32_router_logits_gemv<4, false>, 4);
+        if (e != cudaSuccess) return e;
     }
     return cudaGetLastError();
 }
@@ -915,19 +980,20 @@ cudaError_t moe_route_topk(const float *logits, const float *bias, int tokens, c
     if (logits == nullptr || ids == nullptr || weights == nullptr) return cudaErrorInvalidValue;
     const unsigned blocks = static_cast<unsigned>(ceil_div(tokens, kRouteWarps));
     const int per_lane = ceil_div(r.experts, 32);
+    cudaError_t e;
     if (per_lane <= 1)
-        moe_route_topk_kernel<1>
-            <<<blocks, kRouteWarps * 32, 0, stream>>>(logits, bias, tokens, r, ids, weights, bad_token);
+        e = launch_pdl(moe_route_topk_kernel<1>, dim3(blocks), dim3(kRouteWarps * 32), 0, 1, stream, logits, bias,
+                       tokens, r, ids, weights, bad_token);
     else if (per_lane <= 2)
-        moe_route_topk_kernel<2>
-            <<<blocks, kRouteWarps * 32, 0, stream>>>(logits, bias, tokens, r, ids, weights, bad_token);
+        e = launch_pdl(moe_route_topk_kernel<2>, dim3(blocks), dim3(kRouteWarps * 32), 0, 1, stream, logits, bias,
+                       tokens, r, ids, weights, bad_token);
     else if (per_lane <= 4)
-        moe_route_topk_kernel<4>
-            <<<blocks, kRouteWarps * 32, 0, stream>>>(logits, bias, tokens, r, ids, weights, bad_token);
+        e = launch_pdl(moe_route_topk_kernel<4>, dim3(blocks), dim3(kRouteWarps * 32), 0, 1, stream, logits, bias,
+                       tokens, r, ids, weights, bad_token);
     else
-        moe_route_topk_kernel<8>
-            <<<blocks, kRouteWarps * 32, 0, stream>>>(logits, bias, tokens, r, ids, weights, bad_token);
-    return cudaGetLastError();
+        e = launch_pdl(moe_route_topk_kernel<8>, dim3(blocks), dim3(kRouteWarps * 32), 0, 1, stream, logits, bias,
+                       tokens, r, ids, weights, bad_token);
+    return e != cudaSuccess ? e : cudaGetLastError();
 }
 
 cudaError_t moe_build_plan(const std::int32_t *ids, int tokens, int slots, int num_experts, int max_tokens,
@@ -946,13 +1012,16 @@ cudaError_t moe_build_plan(const std::int32_t *ids, int tokens, int slots, int n
     const int n_warps = std::max(1, std::min({kPlanMaxWarps, fit, ceil_div(pairs, 32)}));
     const int seg = ceil_div(ceil_div(pairs, n_warps), 32) * 32;
     const std::size_t smem = sizeof(int) * (static_cast<std::size_t>(n_warps + 2) * num_experts + 1);
-    moe_plan_kernel<<<1, n_warps * 32, smem, stream>>>(ids, pairs, num_experts, seg, out.counts, out.offsets, out.perm,
-                                                       out.inv_perm);
-    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+    const cudaError_t e0 = launch_pdl(moe_plan_kernel, dim3(1), dim3(n_warps * 32), smem, 1, stream, ids, pairs,
+                                      num_experts, seg, out.counts, out.offsets, out.perm, out.inv_perm);
+    if (e0 != cudaSuccess) return e0;
     if (out.masked_pairs != nullptr && max_tokens > 0) {
         const dim3 grid(ceil_div(max_tokens, kMaskedThreads), num_experts);
-        moe_plan_masked_kernel<<<grid, kMaskedThreads, 0, stream>>>(out.counts, out.offsets, out.perm, max_tokens,
-                                                                    out.masked_pairs);
+        const cudaError_t em =
+            launch_pdl(moe_plan_masked_kernel, grid, dim3(kMaskedThreads), 0, 1, stream,
+                       static_cast<const std::int32_t *>(out.counts), static_cast<const std::int32_t *>(out.offsets),
+                       static_cast<const std::int32_t *>(out.perm), max_tokens, out.masked_pairs);
+        if (em != cudaSuccess) return em;
     }
     return cudaGetLastError();
 }
@@ -961,6 +1030,10 @@ bool moe_route_topk_plan_fits(int tokens, const route_rule &rule) {
     const long long pairs = static_cast<long long>(tokens) * (rule.top_k + rule.shared);
     return tokens >= 0 && tokens <= kFusedMaxTokens && pairs <= kFusedMaxPairs && rule.experts <= kMaxRouteExperts &&
            rule.n_group <= kMaxRouteExperts / 2 && rule.experts + rule.shared <= kFusedMaxExperts;
+}
+
+bool moe_route_fused_preferred(int tokens, const route_rule &rule) {
+    return moe_route_topk_plan_fits(tokens, rule) && tokens <= 8;
 }
 
 cudaError_t moe_route_topk_plan(const float *logits, const float *bias, int tokens, const route_rule &rule,
@@ -994,8 +1067,11 @@ cudaError_t moe_route_topk_plan(const float *logits, const float *bias, int toke
     if (e != cudaSuccess) return e;
     if (out.masked_pairs != nullptr && !fill_masked && max_tokens > 0) {
         const dim3 grid(ceil_div(max_tokens, kMaskedThreads), ne);
-        moe_plan_masked_kernel<<<grid, kMaskedThreads, 0, stream>>>(out.counts, out.offsets, out.perm, max_tokens,
-                                                                    out.masked_pairs);
+        const cudaError_t em =
+            launch_pdl(moe_plan_masked_kernel, grid, dim3(kMaskedThreads), 0, 1, stream,
+                       static_cast<const std::int32_t *>(out.counts), static_cast<const std::int32_t *>(out.offsets),
+                       static_cast<const std::int32_t *>(out.perm), max_tokens, out.masked_pairs);
+        if (em != cudaSuccess) return em;
     }
     return cudaGetLastError();
 }

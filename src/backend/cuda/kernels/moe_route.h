@@ -3,6 +3,9 @@
 // asynchronous on `stream`, allocates nothing and never synchronizes, so a whole MoE layer can be captured
 // in a CUDA graph. Grids are sized from the host-known token count; buffers by the caller from upper bounds.
 //
+// Every kernel is a programmatic dependent launch (PDL): it lets the next kernel launch at once and waits in
+// griddepcontrol.wait for the previous one before touching its outputs or writing anything global.
+//
 // Host-includable: plain C++ compilers see only cuda_runtime_api.h types; bf16 inputs are passed as raw
 // uint16 bit patterns (the __nv_bfloat16 layout). Kernels know nothing of the engine: plain fields in, a
 // cudaError_t (the launch status) out.
@@ -41,6 +44,7 @@ struct route_rule {
 /// Otherwise (scalar loads when H % 4 != 0 or misaligned): one CTA per (expert, 8 tokens) up to T = 8, per
 /// (4 experts, 8 tokens) above; once 64 x 64 tiles make a grid of >= 64 CTAs, a tiled fp32 GEMM (each logit one
 /// FMA chain over k, the CPU's order).
+/// Benchmarking only: FP4MOE_ROUTER_SPLITK_MAX_T=n in the environment limits split-K to T <= n.
 /// Errors (nothing launched): T < 0, H <= 0, E <= 0, null pointers when T > 0. T == 0 launches nothing.
 cudaError_t moe_router_logits(const std::uint16_t *x, const float *router, int tokens, int hidden, int experts,
                               float *logits, cudaStream_t stream);
@@ -95,6 +99,9 @@ cudaError_t moe_route_topk_plan(const float *logits, const float *bias, int toke
 
 /// The whole routing of a small batch (moe_route_topk_plan_fits): moe_router_logits into `logits` [T, E], then
 /// moe_route_topk_plan. Two kernels at decode (split-K logits, top-k + plan), chained by PDL.
+/// moe_route_fused_preferred: what the layer forward uses it for: fits and T <= 8 (one CTA routes all T tokens,
+/// a warp per token; from T ~ 10 on, top-k on T / 4 CTAs plus the plan kernel is faster on the H200).
+bool moe_route_fused_preferred(int tokens, const route_rule &rule);
 cudaError_t moe_route_fused(const std::uint16_t *x, const float *router, const float *bias, int tokens, int hidden,
                             const route_rule &rule, int max_tokens, float *logits, std::int32_t *ids, float *weights,
                             int *bad_token, const plan_buffers &out, cudaStream_t stream);
