@@ -158,6 +158,10 @@ std::string output_file_line(const pass_report &p, bool details) {
         auto &it = j["itls"] = nlohmann::ordered_json::array();
         auto &g = j["generated_texts"] = nlohmann::ordered_json::array();
         auto &e = j["errors"] = nlohmann::ordered_json::array();
+        // Beyond sglang's lists: what recomputing every metric needs (latency, start) and the chunk arrivals.
+        auto &lat = j["latencies"] = nlohmann::ordered_json::array();
+        auto &st = j["start_times"] = nlohmann::ordered_json::array();
+        auto &ct = j["chunk_times"] = nlohmann::ordered_json::array();
         for (const auto &r : p.outputs) {
             l.push_back(r.prompt_len);
             o.push_back(r.success ? r.output_len : 0);
@@ -165,6 +169,9 @@ std::string output_file_line(const pass_report &p, bool details) {
             it.push_back(r.itl);
             g.push_back(r.generated_text);
             e.push_back(r.error);
+            lat.push_back(r.latency);
+            st.push_back(r.start_time);
+            ct.push_back(r.chunk_times);
         }
     }
     // Invalid UTF-8 in generated text must not abort the dump: replace it.

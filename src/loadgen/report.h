@@ -38,7 +38,8 @@ std::string format_result_block(const pass_report &p);
 
 /// One line of sglang's --output-file (JSONL, appended): its keys in its order (std, p90, p95 included), plus
 /// "failed"; an infinite request rate is written `Infinity` as Python's json.dumps writes it. `details` adds the
-/// per-request lists (input_lens, output_lens, ttfts, itls, generated_texts, errors) as --output-details does.
+/// per-request lists (input_lens, output_lens, ttfts, itls, generated_texts, errors) as --output-details does, and
+/// ours: latencies, start_times (seconds from the pass's start) and chunk_times (each text chunk's arrival).
 std::string output_file_line(const pass_report &p, bool details);
 
 /// The sweep's context for our report.
