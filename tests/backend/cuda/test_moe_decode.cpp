@@ -137,7 +137,12 @@ TEST_P(DecodeRunner, OneHotExpert) {
 
 INSTANTIATE_TEST_SUITE_P(Rules, DecodeRunner,
                          ::testing::Combine(::testing::Values(0, 1, 2),
-                                            ::testing::Values(moe_layout::permuted, moe_layout::masked)));
+                                            ::testing::Values(moe_layout::permuted, moe_layout::masked)),
+                         [](const auto &info) {
+                             const char *rule[] = {"qwen3_softmax", "glm_sigmoid_bias_shared", "deepseek_grouped"};
+                             return std::string(rule[std::get<0>(info.param)]) +
+                                    (std::get<1>(info.param) == moe_layout::masked ? "_masked" : "_permuted");
+                         });
 
 TEST(DecodeRunner, RefusesBf16AndMissingWeights) {
     auto r = cuda::make_decode_runner();
