@@ -121,6 +121,12 @@ void check_all_tactics(const moe_desc &base, moe_layout layout, std::int64_t tok
 
 class DecodeRunner : public ::testing::TestWithParam<std::tuple<int, moe_layout>> {};
 
+std::string rule_layout_name(const ::testing::TestParamInfo<std::tuple<int, moe_layout>> &info) {
+    static const char *const rules[] = {"qwen3_softmax", "glm_sigmoid_bias_shared", "deepseek_grouped"};
+    return std::string(rules[std::get<0>(info.param)]) +
+           (std::get<1>(info.param) == moe_layout::masked ? "_masked" : "_permuted");
+}
+
 TEST_P(DecodeRunner, MatchesOracleForEveryTokenCountAndTactic) {
     SKIP_WITHOUT_GPU();
     const auto [rule, layout] = GetParam();
@@ -138,11 +144,7 @@ TEST_P(DecodeRunner, OneHotExpert) {
 INSTANTIATE_TEST_SUITE_P(Rules, DecodeRunner,
                          ::testing::Combine(::testing::Values(0, 1, 2),
                                             ::testing::Values(moe_layout::permuted, moe_layout::masked)),
-                         [](const auto &info) {
-                             const char *rule[] = {"qwen3_softmax", "glm_sigmoid_bias_shared", "deepseek_grouped"};
-                             return std::string(rule[std::get<0>(info.param)]) +
-                                    (std::get<1>(info.param) == moe_layout::masked ? "_masked" : "_permuted");
-                         });
+                         rule_layout_name);
 
 TEST(DecodeRunner, RefusesBf16AndMissingWeights) {
     auto r = cuda::make_decode_runner();
