@@ -11,7 +11,6 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
-#include <optional>
 #include <thread>
 
 namespace fp4moe::loadgen {
@@ -58,10 +57,8 @@ std::vector<std::string> model_entries(const std::string &models_json, std::stri
     return out;
 }
 
-} // namespace
-
-result<bench_serve_result> run_bench_serve(const bench_serve_options &o,
-                                           const std::function<void(const std::string &)> &print) {
+result<bench_serve_result> run_checked(const bench_serve_options &o,
+                                       const std::function<void(const std::string &)> &print) {
     if (o.dataset_name != "random" && o.dataset_name != "jsonl")
         return status(status_code::invalid_argument,
                       fmt::format("--dataset-name must be random or jsonl (got '{}')", o.dataset_name));
@@ -230,6 +227,17 @@ result<bench_serve_result> run_bench_serve(const bench_serve_options &o,
         res.passes.push_back(std::move(pr));
     }
     return res;
+}
+
+} // namespace
+
+result<bench_serve_result> run_bench_serve(const bench_serve_options &o,
+                                           const std::function<void(const std::string &)> &print) {
+    try {
+        return run_checked(o, print);
+    } catch (const std::exception &e) { // a bug or out of memory: a message, not a crash
+        return status(status_code::internal, fmt::format("bench serve: {}", e.what()));
+    }
 }
 
 } // namespace fp4moe::loadgen
