@@ -109,8 +109,9 @@ void register_bench_serve(CLI::App &bench, command_registry &reg, int argc, char
         ->check(CLI::IsMember({"sglang", "openai"}))
         ->capture_default_str();
     cmd->add_option("--dataset-name", o.dataset_name,
-                    "random: sglang's random lengths (token content: its random-ids rule); jsonl: --dataset-path")
-        ->check(CLI::IsMember({"random", "jsonl"}))
+                    "random (= random-ids here): sglang's random lengths, token content by its random-ids rule; "
+                    "jsonl: --dataset-path")
+        ->check(CLI::IsMember({"random", "random-ids", "jsonl"}))
         ->capture_default_str();
     cmd->add_option("--dataset-path", o.dataset_path,
                     "JSONL file: one object per line, \"prompt\" (text or token ids), optional \"output_len\"");

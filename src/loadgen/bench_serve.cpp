@@ -59,9 +59,11 @@ std::vector<std::string> model_entries(const std::string &models_json, std::stri
 
 result<bench_serve_result> run_checked(const bench_serve_options &o,
                                        const std::function<void(const std::string &)> &print) {
-    if (o.dataset_name != "random" && o.dataset_name != "jsonl")
+    // sglang's random-ids is what our random does (token content by its rule): both names are accepted.
+    const bool random = o.dataset_name == "random" || o.dataset_name == "random-ids";
+    if (!random && o.dataset_name != "jsonl")
         return status(status_code::invalid_argument,
-                      fmt::format("--dataset-name must be random or jsonl (got '{}')", o.dataset_name));
+                      fmt::format("--dataset-name must be random, random-ids or jsonl (got '{}')", o.dataset_name));
     for (int c : o.max_concurrency)
         if (c < 1)
             return status(status_code::invalid_argument,
@@ -147,7 +149,7 @@ result<bench_serve_result> run_checked(const bench_serve_options &o,
 
     numpy_legacy_rng rng(o.seed);
     std::vector<bench_prompt> prompts;
-    if (o.dataset_name == "random") {
+    if (random) {
         auto vocab = hf_base_vocab_size(tok_path);
         if (!vocab.ok()) return status(vocab.get_status().code(), "--tokenizer: " + vocab.get_status().message());
         random_dataset_options ro;

@@ -22,7 +22,7 @@ namespace fp4moe::loadgen {
 struct bench_serve_options {
     endpoint ep;
     backend_kind backend = backend_kind::sglang;
-    std::string dataset_name = "random"; ///< "random" or "jsonl"
+    std::string dataset_name = "random"; ///< "random" (or its synonym here "random-ids") or "jsonl"
     std::string dataset_path;            ///< the jsonl file
     std::int64_t num_prompts = 1000;
     std::int64_t random_input_len = 1024, random_output_len = 1024;
