@@ -1,6 +1,10 @@
 #include "moe/bench_report.h"
 
+#include "core/build_info.h"
+
 #include <fmt/format.h>
+
+#include <ctime>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -33,6 +37,30 @@ moe_block_work moe_block_cost(const moe_desc &d, std::int64_t tokens, std::int64
         e * h * 4 + static_cast<double>(touched_experts) * static_cast<double>(moe_expert_bytes(d)) + 2 * t * h * 2;
     w.flops = 2 * t * h * e + 2 * t * static_cast<double>(d.slots()) * 3 * h * i;
     return w;
+}
+
+moe_bench_meta moe_bench_meta_from(const moe_bench_options &o) {
+    moe_bench_meta m;
+    m.commit = get_build_info().commit;
+    const std::time_t t = std::time(nullptr);
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    m.date = buf;
+    m.command = o.command;
+    m.shape = o.shape_name;
+    m.desc = o.desc.to_string();
+    m.skew = o.skew;
+    m.seed = o.seed;
+    return m;
+}
+
+std::vector<std::int64_t> moe_bench_token_list(const moe_bench_options &o) {
+    std::vector<std::int64_t> tokens = o.tokens;
+    std::sort(tokens.begin(), tokens.end());
+    tokens.erase(std::unique(tokens.begin(), tokens.end()), tokens.end());
+    return tokens;
 }
 
 void moe_bench_fill_rates(moe_bench_row &r, double bandwidth_gbps, double peak_tflops) {

@@ -90,6 +90,12 @@ struct moe_bench_report {
     std::vector<moe_bench_row> rows;
 };
 
+/// The meta fields every backend fills the same way: commit, UTC date, command, shape, desc, skew and seed from
+/// the options (device, threads, rates and pool are the backend's).
+moe_bench_meta moe_bench_meta_from(const moe_bench_options &o);
+/// The options' token counts, sorted and without repeats.
+std::vector<std::int64_t> moe_bench_token_list(const moe_bench_options &o);
+
 /// Fills tflops, gbps and pct_floor of a measured row from us, bytes, flops and the measured rates.
 void moe_bench_fill_rates(moe_bench_row &r, double bandwidth_gbps, double peak_tflops);
 

@@ -3,7 +3,6 @@
 #include "backend/cpu/bench_cpu.h"
 #include "backend/cpu/registry.h"
 #include "backend/cpu/runners.h"
-#include "core/build_info.h"
 #include "core/log.h"
 #include "moe/autotune.h"
 
@@ -264,15 +263,6 @@ private:
     byte_buffer ws_;
 };
 
-std::string utc_now() {
-    const std::time_t t = std::time(nullptr);
-    std::tm tm{};
-    gmtime_r(&t, &tm);
-    char buf[32];
-    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    return buf;
-}
-
 // Estimated seconds of one run at `tokens` from the last measurement of the same series (linear in T: an
 // over-estimate in the weight-bound regime, which is where the cap matters least).
 struct run_estimates {
@@ -326,17 +316,11 @@ result<moe_bench_report> run_moe_bench(const moe_bench_options &o) {
     for (const auto &c : reg.candidates()) all.push_back(c.runner);
 
     moe_bench_report rep;
+    rep.meta = moe_bench_meta_from(o);
     auto &m = rep.meta;
     const moe_tune_target target = cpu_tune_target(o.threads);
     m.device = target.device_name;
     m.threads = dev.threads;
-    m.commit = get_build_info().commit;
-    m.date = utc_now();
-    m.command = o.command;
-    m.shape = o.shape_name;
-    m.desc = d.to_string();
-    m.skew = o.skew;
-    m.seed = o.seed;
 
     thread_pool tp(dev.threads);
     progress_line progress;
@@ -351,9 +335,7 @@ result<moe_bench_report> run_moe_bench(const moe_bench_options &o) {
     moe_bench_env env(o, tp);
     m.pool = env.pool_text();
 
-    std::vector<std::int64_t> tokens = o.tokens;
-    std::sort(tokens.begin(), tokens.end());
-    tokens.erase(std::unique(tokens.begin(), tokens.end()), tokens.end());
+    const std::vector<std::int64_t> tokens = moe_bench_token_list(o);
 
     run_estimates est;
     const auto key = [](const moe_runner &r, const moe_tactic &t) { return fmt::format("{}#{}", r.name(), t.id); };

@@ -2,7 +2,6 @@
 #include "bench_moe_cuda.h"
 #include "device.h"
 
-#include "core/build_info.h"
 #include "moe/autotune.h"
 #include "moe_gpu.h"
 
@@ -26,15 +25,6 @@ namespace {
         if (cudaError_t e_ = (call); e_ != cudaSuccess)                                                                \
             return status{status_code::internal, fmt::format("{}: {}", #call, cudaGetErrorString(e_))};                \
     } while (0)
-
-std::string utc_now() {
-    const std::time_t t = std::time(nullptr);
-    std::tm tm{};
-    gmtime_r(&t, &tm);
-    char buf[32];
-    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    return buf;
-}
 
 double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
@@ -243,20 +233,11 @@ result<moe_bench_report> run_moe_bench_cuda(const moe_bench_options &o) {
     if (o.tokens.empty()) return status{status_code::invalid_argument, "no token counts given"};
 
     moe_bench_report rep;
+    rep.meta = moe_bench_meta_from(o);
     auto &m = rep.meta;
     m.device = device_description(0);
     dev.name = m.device;
-    m.commit = get_build_info().commit;
-    m.date = utc_now();
-    m.command = o.command;
-    m.shape = o.shape_name;
-    m.desc = d.to_string();
-    m.skew = o.skew;
-    m.seed = o.seed;
-
-    std::vector<std::int64_t> tokens = o.tokens;
-    std::sort(tokens.begin(), tokens.end());
-    tokens.erase(std::unique(tokens.begin(), tokens.end()), tokens.end());
+    const std::vector<std::int64_t> tokens = moe_bench_token_list(o);
     bench_env env(d, tokens.back());
     if (auto st = env.init(o.seed, m.pool); !st.ok()) return st;
     cudaStream_t s = nullptr;

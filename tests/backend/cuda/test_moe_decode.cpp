@@ -9,6 +9,7 @@
 // worst with fp32 accumulation-order noise far below. 2^-8 = 3.9e-3 leaves a 2x margin; a wrong tile, scale or
 // row gives errors of order 1.
 #include "../cpu/moe_case.h"
+#include "cuda_test_util.h"
 #include "device.h"
 #include "moe_gpu.h"
 
@@ -20,14 +21,6 @@
 
 namespace fp4moe::test {
 namespace {
-
-#define SKIP_WITHOUT_GPU()                                                                                             \
-    do {                                                                                                               \
-        if (cuda::device_count() == 0) {                                                                               \
-            (void)cudaGetLastError();                                                                                  \
-            GTEST_SKIP() << "no CUDA device (cudaGetDeviceCount found none): cuda.decode needs an NVIDIA GPU";         \
-        }                                                                                                              \
-    } while (0)
 
 constexpr double kTol = 1.0 / 256;
 

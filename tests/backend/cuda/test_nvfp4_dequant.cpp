@@ -1,6 +1,7 @@
 // The NVFP4 dequant kernel against the CPU reference fp4moe::nvfp4::dequantize:
 // fp32 output bit-exact, bf16 output equal to the RNE rounding of the CPU fp32
 // value. Outputs are poisoned with 0xD5 before each run.
+#include "cuda_test_util.h"
 #include "device.h"
 #include "kernels/nvfp4_dequant.h"
 
@@ -20,26 +21,7 @@ namespace nv = fp4moe::nvfp4;
 
 namespace {
 
-#define SKIP_WITHOUT_GPU()                                                                                             \
-    do {                                                                                                               \
-        if (fp4moe::cuda::device_count() == 0) {                                                                       \
-            int n = 0;                                                                                                 \
-            const cudaError_t e = cudaGetDeviceCount(&n);                                                              \
-            (void)cudaGetLastError();                                                                                  \
-            GTEST_SKIP() << "no CUDA device: " << (e == cudaSuccess ? "0 devices" : cudaGetErrorString(e));            \
-        }                                                                                                              \
-    } while (0)
-
-template <typename T>
-struct device_buffer {
-    T *ptr = nullptr;
-    explicit device_buffer(std::size_t n) {
-        FP4MOE_CUDA_CHECK(cudaMalloc(reinterpret_cast<void **>(&ptr), std::max<std::size_t>(n, 1) * sizeof(T)));
-    }
-    ~device_buffer() { cudaFree(ptr); }
-    device_buffer(const device_buffer &) = delete;
-    device_buffer &operator=(const device_buffer &) = delete;
-};
+using fp4moe::test::device_buffer;
 
 // Quantized random weights (rows of very different magnitudes, some all-zero
 // blocks).

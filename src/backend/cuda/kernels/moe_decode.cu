@@ -7,6 +7,7 @@
 // flight while the current ones are dequantized and multiplied.
 #include "kernels/mma_dequant.h"
 #include "kernels/moe_decode.h"
+#include "kernels/pdl.cuh"
 
 #include <cuda_bf16.h>
 
@@ -448,20 +449,6 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(const gemm_args g
     }
 }
 
-// Launches with programmatic stream serialization: the kernel may start while its predecessor drains and
-// waits for it in griddepcontrol.wait (works in stream capture: the graph gets a programmatic edge).
-template <typename... Params, typename... Args>
-cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, int smem, cudaStream_t stream, Args... args) {
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = static_cast<std::size_t>(smem),
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr, cfg.numAttrs = 1;
-    return cudaLaunchKernelEx(&cfg, kernel, args...);
-}
-
 template <bool GateUp, int NT, int KS, int U, int S>
 cudaError_t launch_gemm(const gemm_args &g, int max_groups, cudaStream_t stream) {
     const dim3 grid((g.tiles + kWarps / KS - 1) / (kWarps / KS), max_groups);
@@ -471,7 +458,7 @@ cudaError_t launch_gemm(const gemm_args &g, int max_groups, cudaStream_t stream)
                                                             cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         if (set != cudaSuccess) return set;
     }
-    return launch_pdl(moe_gemm_kernel<GateUp, NT, KS, U, S>, grid, dim3(kWarps * 32), smem, stream, g);
+    return launch_pdl(moe_gemm_kernel<GateUp, NT, KS, U, S>, grid, dim3(kWarps * 32), smem, 1, stream, g);
 }
 
 } // namespace

@@ -6,6 +6,7 @@
 // floats, checked on the host), so scores, selection and, in practice, weights equal the CPU's. The softmax sum
 // runs sequentially over experts, as the CPU's does. The plan is integer work: a stable counting sort.
 #include "kernels/moe_route.h"
+#include "kernels/pdl.cuh"
 
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
@@ -37,15 +38,6 @@ __device__ __forceinline__ float bf16_hi(unsigned w) {
 }
 __device__ __forceinline__ float bf16_at(const std::uint16_t *p) {
     return __uint_as_float(unsigned{*p} << 16);
-}
-
-// Programmatic dependent launch (sm_90): let the next kernel's CTAs become resident while this one runs; wait
-// until the previous kernel's results are visible.
-__device__ __forceinline__ void allow_next_kernel() {
-    asm volatile("griddepcontrol.launch_dependents;");
-}
-__device__ __forceinline__ void wait_for_previous_kernel() {
-    asm volatile("griddepcontrol.wait;" ::: "memory");
 }
 
 // Small T: one CTA per (kExperts experts, 8 tokens); its 4 warps split the hidden dimension, each thread reads
@@ -862,28 +854,6 @@ __global__ void __launch_bounds__(kMaskedThreads)
     const int i = blockIdx.x * kMaskedThreads + threadIdx.x;
     if (i >= max_tokens) return;
     masked_pairs[static_cast<std::size_t>(e) * max_tokens + i] = i < counts[e] ? perm[offsets[e] + i] : -1;
-}
-
-// Launches with programmatic stream serialization (the kernel may start while its predecessor drains and
-// waits for it in griddepcontrol.wait; in stream capture the graph gets a programmatic edge), in clusters of
-// `cluster` CTAs along x when cluster > 1.
-template <typename... Params, typename... Args>
-cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t smem, int cluster,
-                       cudaStream_t stream, Args... args) {
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = stream;
-    cudaLaunchAttribute attr[2];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr, cfg.numAttrs = 1;
-    if (cluster > 1) {
-        attr[1].id = cudaLaunchAttributeClusterDimension;
-        attr[1].val.clusterDim.x = static_cast<unsigned>(cluster);
-        attr[1].val.clusterDim.y = 1;
-        attr[1].val.clusterDim.z = 1;
-        cfg.numAttrs = 2;
-    }
-    return cudaLaunchKernelEx(&cfg, kernel, args...);
 }
 
 // The checks of moe_desc::validate, plus what the top-k kernels support.
