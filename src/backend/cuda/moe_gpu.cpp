@@ -79,7 +79,6 @@ status run_decode(const moe_desc &d, const gpu_moe_weights &w, const bf16_t *x, 
     return status::success();
 }
 
-
 class decode_runner final : public moe_runner {
 public:
     std::string_view name() const override { return "cuda.decode"; }
@@ -87,12 +86,12 @@ public:
     std::vector<moe_tactic> tactics(const moe_desc &) const override {
         std::vector<moe_tactic> v;
         for (int i = 0; i < decode_tactic_count(); ++i)
-            v.push_back({i, kDecodeTactics[i].stages
-                               ? fmt::format("nt={} ksplit={} bulk {}x{} ksteps", kDecodeTactics[i].nt,
-                                             kDecodeTactics[i].ksplit, kDecodeTactics[i].stages,
-                                             kDecodeTactics[i].inflight)
-                               : fmt::format("nt={} ksplit={} regs {} ksteps", kDecodeTactics[i].nt,
-                                             kDecodeTactics[i].ksplit, kDecodeTactics[i].inflight)});
+            v.push_back(
+                {i, kDecodeTactics[i].stages
+                        ? fmt::format("nt={} ksplit={} bulk {}x{} ksteps", kDecodeTactics[i].nt,
+                                      kDecodeTactics[i].ksplit, kDecodeTactics[i].stages, kDecodeTactics[i].inflight)
+                        : fmt::format("nt={} ksplit={} regs {} ksteps", kDecodeTactics[i].nt, kDecodeTactics[i].ksplit,
+                                      kDecodeTactics[i].inflight)});
         return v;
     }
     std::size_t workspace_size(const moe_desc &d, std::int64_t max_tokens) const override {
@@ -239,7 +238,8 @@ result<std::unique_ptr<gpu_moe_weights>> gpu_moe_weights::random(const moe_desc 
           fill_random_bytes(const_cast<std::uint8_t *>(dw.down_q), dn * 512, seed + 2, 0, 255, stream),
           fill_random_bytes(const_cast<std::uint8_t *>(dw.down_s), dn * 64, seed + 3, 13 << 3, 16 << 3 | 7, stream),
           fill_floats(const_cast<float *>(dw.gs_gate), 3 * ne, 1e-3f, stream),
-          fill_random_floats(w->router_, d.experts * d.hidden, seed + 4, 3.0f / std::sqrt(static_cast<float>(d.hidden)), stream),
+          fill_random_floats(w->router_, d.experts * d.hidden, seed + 4, 3.0f / std::sqrt(static_cast<float>(d.hidden)),
+                             stream),
           fill_random_floats(w->bias_, d.experts, seed + 5, 0.1f, stream)})
         if (err != cudaSuccess) return cuda_error(err, "cuda: random weights");
     return w;
