@@ -239,18 +239,22 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(const gemm_args g
     const bool has_tile = tile < g.tiles;
 
     // B row of this lane (row lg of each 8-row token tile), or null for padding rows.
+    // Found after the first weight copies are issued (gate_up's rows need the plan's permutation: one more
+    // dependent read, which then overlaps the weights' first round trip).
     const std::uint16_t *brow[NT];
+    auto find_rows = [&] {
 #pragma unroll
-    for (int n = 0; n < NT; ++n) {
-        const int rr = (tile0 + n) * 8 + lg;
-        brow[n] = nullptr;
-        if (rr < count) {
-            if constexpr (GateUp)
-                brow[n] = g.b + static_cast<std::size_t>(pair_of(g, e, rr) / g.slots) * g.ldb;
-            else
-                brow[n] = g.b + static_cast<std::size_t>(gp.pad_row + rr) * g.ldb;
+        for (int n = 0; n < NT; ++n) {
+            const int rr = (tile0 + n) * 8 + lg;
+            brow[n] = nullptr;
+            if (rr < count) {
+                if constexpr (GateUp)
+                    brow[n] = g.b + static_cast<std::size_t>(pair_of(g, e, rr) / g.slots) * g.ldb;
+                else
+                    brow[n] = g.b + static_cast<std::size_t>(gp.pad_row + rr) * g.ldb;
+            }
         }
-    }
+    };
 
     // Independent accumulator chains per token tile (4 / NT of them): consecutive mma on one accumulator wait
     // for each other (tens of cycles each), so with one token tile the four k-slices of a step go to four.
@@ -299,6 +303,7 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(const gemm_args g
     };
 
     if constexpr (S == 0) {
+        find_rows();
         if (has_tile) {
             // Step k is consumed, then the loads of step k + U take its slots.
             uint4 q[U];
@@ -344,6 +349,7 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(const gemm_args g
         if (has_tile) {
             if (lane == 0)
                 for (int c = 0; c < S && c < chunks; ++c) issue(c);
+            find_rows();
 #pragma unroll
             for (int u = 0; u < U; ++u) load_b(k_begin + u, bring[u]);
             for (int c = 0; c < chunks; ++c) {
