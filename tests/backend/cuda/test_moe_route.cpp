@@ -834,10 +834,9 @@ TEST(CudaMoeRoute, DISABLED_Timings) {
             time_us([&] { return fc::moe_build_plan(d_ids.ptr, T, slots, NE, T, plan.buffers(true), stream); });
         double t_gemv = 0; // the logits without split-K (the GEMV / tiled kernels), for comparison
         if (T <= 64) {
-            setenv("FP4MOE_ROUTER_SPLITK_MAX_T", "0", 1);
-            t_gemv = time_us(
-                [&] { return fc::moe_router_logits(d_x.ptr, d_router.ptr, T, c.hidden, E, d_logits.ptr, stream); });
-            unsetenv("FP4MOE_ROUTER_SPLITK_MAX_T");
+            t_gemv = time_us([&] {
+                return fc::moe_router_logits_splitk_max(d_x.ptr, d_router.ptr, T, c.hidden, E, d_logits.ptr, 0, stream);
+            });
         }
         double t_tp = 0, t_tp_masked = 0, t_all = 0; // one-kernel top-k + plan, and the whole fused routing
         if (fc::moe_route_topk_plan_fits(T, rule)) {

@@ -887,15 +887,17 @@ cudaError_t launch_topk_plan(const float *logits, const float *bias, int tokens,
 
 cudaError_t moe_router_logits(const std::uint16_t *x, const float *router, int tokens, int hidden, int experts,
                               float *logits, cudaStream_t stream) {
+    return moe_router_logits_splitk_max(x, router, tokens, hidden, experts, logits, kSplitMaxTokens, stream);
+}
+
+cudaError_t moe_router_logits_splitk_max(const std::uint16_t *x, const float *router, int tokens, int hidden,
+                                         int experts, float *logits, int splitk_max, cudaStream_t stream) {
     if (tokens < 0 || hidden <= 0 || experts <= 0) return cudaErrorInvalidValue;
     if (tokens == 0) return cudaSuccess;
     if (x == nullptr || router == nullptr || logits == nullptr) return cudaErrorInvalidValue;
     if (ceil_div(tokens, BLOCK_M) > 65535) return cudaErrorInvalidValue;
     const bool vec = hidden % 4 == 0 && reinterpret_cast<std::uintptr_t>(x) % 8 == 0 &&
                      reinterpret_cast<std::uintptr_t>(router) % 16 == 0;
-    // FP4MOE_ROUTER_SPLITK_MAX_T (benchmarking only) lowers the split-K bound to compare with the GEMV.
-    const char *splitk_env = std::getenv("FP4MOE_ROUTER_SPLITK_MAX_T");
-    const int splitk_max = splitk_env != nullptr ? std::atoi(splitk_env) : kSplitMaxTokens;
     if (tokens <= std::min(splitk_max, kSplitMaxTokens) && vec) {
         const dim3 grid(kSplitCluster, ceil_div(experts, kSplitExperts)), block(kSplitThreads);
         const auto launch = [&](auto kernel) {

@@ -48,6 +48,10 @@ struct route_rule {
 /// Errors (nothing launched): T < 0, H <= 0, E <= 0, null pointers when T > 0. T == 0 launches nothing.
 cudaError_t moe_router_logits(const std::uint16_t *x, const float *router, int tokens, int hidden, int experts,
                               float *logits, cudaStream_t stream);
+/// As moe_router_logits with split-K used only up to `splitk_max_tokens` tokens (0: never), so a benchmark can
+/// time the other kernels at decode sizes.
+cudaError_t moe_router_logits_splitk_max(const std::uint16_t *x, const float *router, int tokens, int hidden,
+                                         int experts, float *logits, int splitk_max_tokens, cudaStream_t stream);
 
 /// Per token: ids [T, k+S] and weights [T, k+S] per `rule` (bias [E] when rule.correction_bias, else null).
 /// A token whose logits hold a NaN or infinity gets ids -1 and sets *bad_token (if not null) to the smallest
