@@ -1,5 +1,7 @@
 #include "loadgen/report.h"
 
+#include "core/svg.h"
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -251,14 +253,10 @@ std::string sweep_svg(const sweep_meta &m, const std::vector<pass_report> &passe
     }
     std::sort(pts.begin(), pts.end(), [](const pt &a, const pt &b) { return a.c < b.c; });
     const int W = 1000, H = 440, pw = 400, ph = 320, top = 60, lefts[2] = {80, 560};
-    std::string s = fmt::format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
-                                "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" "
-                                "fill=\"white\"/>\n",
-                                W, H);
-    s += fmt::format("<text x=\"{}\" y=\"24\" font-size=\"15\" text-anchor=\"middle\">bench serve ({}, {} prompts, "
-                     "in {} / out {}, rate {}) on {}</text>\n",
-                     W / 2, m.backend, m.num_prompts, m.random_input_len, m.random_output_len,
-                     python_float(m.request_rate), m.machine);
+    std::string s =
+        svg::open(W, H,
+                  fmt::format("bench serve ({}, {} prompts, in {} / out {}, rate {}) on {}", m.backend, m.num_prompts,
+                              m.random_input_len, m.random_output_len, python_float(m.request_rate), m.machine));
     if (pts.empty()) return s + "</svg>\n";
     const double c0 = std::log2(pts.front().c), c1 = std::max(c0 + 1, std::log2(pts.back().c));
     double ymax[2] = {0, 0};
@@ -276,23 +274,11 @@ std::string sweep_svg(const sweep_meta &m, const std::vector<pass_report> &passe
     const auto Y = [&](int p, double v) { return top + ph - v / ymax[p] * ph; };
     const char *titles[2] = {"output token throughput (tok/s)", "median TPOT (ms)"};
     for (int p = 0; p < 2; ++p) {
-        s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#444\"/>\n",
-                         lefts[p], top, pw, ph);
-        s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", lefts[p] + pw / 2, top - 8,
-                         titles[p]);
-        s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">max concurrency</text>\n", lefts[p] + pw / 2,
-                         top + ph + 36);
-        for (const auto &q : pts) {
-            const double x = X(p, q.c);
-            s += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\" stroke=\"#ddd\"/>"
-                             "<text x=\"{0:.1f}\" y=\"{3}\" text-anchor=\"middle\">{4}</text>\n",
-                             x, top, top + ph, top + ph + 16, q.c);
-        }
+        s += svg::panel(lefts[p], top, pw, ph, titles[p], "max concurrency");
+        for (const auto &q : pts) s += svg::x_tick(X(p, q.c), top, top + ph, fmt::format("{}", q.c));
         for (int i = 0; i <= 5; ++i) {
-            const double v = ymax[p] * i / 5, y = Y(p, v);
-            s += fmt::format("<line x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\" stroke=\"#ddd\"/>"
-                             "<text x=\"{3}\" y=\"{4:.1f}\" text-anchor=\"end\">{5:g}</text>\n",
-                             lefts[p], y, lefts[p] + pw, lefts[p] - 6, y + 4, v);
+            const double v = ymax[p] * i / 5;
+            s += svg::y_tick(Y(p, v), lefts[p], lefts[p] + pw, fmt::format("{:g}", v));
         }
         std::string line_pts;
         for (const auto &q : pts) line_pts += fmt::format("{:.1f},{:.1f} ", X(p, q.c), Y(p, p ? q.tpot : q.tput));

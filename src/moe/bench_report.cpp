@@ -1,6 +1,7 @@
 #include "moe/bench_report.h"
 
 #include "core/build_info.h"
+#include "core/svg.h"
 
 #include <fmt/format.h>
 
@@ -205,13 +206,8 @@ std::string moe_bench_svg(const moe_bench_report &rep) {
         umin = std::min(umin, r.us), umax = std::max(umax, r.us), pmax = std::max(pmax, r.pct_floor);
     }
     const int W = 1100, H = 460, pw = 440, ph = 340, top = 60, lefts[2] = {80, 620};
-    std::string s = fmt::format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
-                                "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" "
-                                "fill=\"white\"/>\n",
-                                W, H);
-    s += fmt::format("<text x=\"{}\" y=\"24\" font-size=\"15\" text-anchor=\"middle\">bench moe: {} ({}) on {}"
-                     "</text>\n",
-                     W / 2, rep.meta.shape, rep.meta.desc, rep.meta.device);
+    std::string s =
+        svg::open(W, H, fmt::format("bench moe: {} ({}) on {}", rep.meta.shape, rep.meta.desc, rep.meta.device));
     if (series.empty()) return s + "</svg>\n";
     if (tmax <= tmin) tmax = tmin * 2;
     const double lx0 = std::log2(tmin), lx1 = std::log2(tmax);
@@ -224,25 +220,13 @@ std::string moe_bench_svg(const moe_bench_report &rep) {
     };
     const char *titles[2] = {"time per block (us, log scale)", "% of measured floor"};
     for (int p = 0; p < 2; ++p) {
-        s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#444\"/>\n",
-                         lefts[p], top, pw, ph);
-        s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", lefts[p] + pw / 2, top - 8,
-                         titles[p]);
-        s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">tokens T</text>\n", lefts[p] + pw / 2,
-                         top + ph + 36);
-        for (double t = tmin; t <= tmax * 1.0001; t *= 2) {
-            const double x = X(p, t);
-            s += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\" stroke=\"#ddd\"/>"
-                             "<text x=\"{0:.1f}\" y=\"{3}\" text-anchor=\"middle\">{4}</text>\n",
-                             x, top, top + ph, top + ph + 16, t);
-        }
+        s += svg::panel(lefts[p], top, pw, ph, titles[p], "tokens T");
+        for (double t = tmin; t <= tmax * 1.0001; t *= 2)
+            s += svg::x_tick(X(p, t), top, top + ph, fmt::format("{}", t));
         const int nticks = p == 0 ? int(ly1 - ly0) : 5;
         for (int i = 0; i <= nticks; ++i) {
             const double v = p == 0 ? std::pow(10.0, ly0 + i) : p1 * i / 5;
-            const double y = Y(p, v);
-            s += fmt::format("<line x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\" stroke=\"#ddd\"/>"
-                             "<text x=\"{3}\" y=\"{4:.1f}\" text-anchor=\"end\">{5}</text>\n",
-                             lefts[p], y, lefts[p] + pw, lefts[p] - 6, y + 4,
+            s += svg::y_tick(Y(p, v), lefts[p], lefts[p] + pw,
                              p == 0 ? fmt::format("{:g}", v) : fmt::format("{:g}%", v));
         }
     }
