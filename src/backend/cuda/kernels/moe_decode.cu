@@ -5,8 +5,10 @@
 // tensor cores, and every weight byte is dequantized once however many tokens share it. One 16-byte load per
 // lane per 64 K carries four A fragments; scales come with one 8-byte load. Loads of the next U ksteps are in
 // flight while the current ones are dequantized and multiplied.
+#include "kernels/decode_device.cuh"
 #include "kernels/mma_dequant.h"
 #include "kernels/moe_decode.h"
+#include "kernels/moe_persist.h"
 #include "kernels/pdl.cuh"
 
 #include <cuda_bf16.h>
@@ -17,29 +19,46 @@
 namespace fp4moe::cuda {
 namespace {
 
+using namespace decode_device;
+
 constexpr int kWarps = 4; // warps per CTA
 constexpr int kMaxExperts = 1024;
+
+// 16 bf16 zeros: the B operand of a lane whose K block lies past the data.
+__device__ __align__(16) const std::uint16_t kZeroRow[16] = {};
 
 __host__ __device__ constexpr std::size_t align256(std::size_t n) {
     return (n + 255) / 256 * 256;
 }
 
-// Workspace regions, all derived from the same upper bounds on host and device.
+// Workspace regions, all derived from the same upper bounds on host and device. `sync` holds the persistent
+// tactics' claim counter and per-group counts, directly followed by the combine counters (one range to clear).
 struct layout {
-    std::size_t act, partial, counters, total;
-    int max_rows, k_pad_inter;
+    std::size_t act, partial, sync, counters, total;
+    int max_rows, k_pad_inter, max_groups;
 };
+
+// Groups of `rows` token rows of a batch of `pairs` (token, slot) pairs: a partial group per busy expert at most.
+__host__ __device__ inline long long group_bound(long long pairs, int num_experts, int rows) {
+    const long long busy = pairs < num_experts ? pairs : num_experts;
+    return busy + (pairs + rows - 1) / rows;
+}
 
 __host__ __device__ inline layout make_layout(int hidden, int inter, int num_experts, int slots, int max_tokens) {
     layout l{};
     const long long pairs = static_cast<long long>(max_tokens) * slots;
     const long long busy = pairs < num_experts ? pairs : num_experts; // experts that can hold a token
-    l.max_rows = static_cast<int>(pairs + 7 * busy);                  // sum ceil(c/8)*8
+    // Act rows: sum ceil(c / 8) * 8 for the per-GEMM kernels, 8 nt per group for the persistent ones.
+    const long long persist_rows = pairs + kMaxPersistRows * (busy + 1); // R * groups for any R <= the max
+    l.max_rows = static_cast<int>(pairs + 7 * busy > persist_rows ? pairs + 7 * busy : persist_rows);
+    l.max_groups = static_cast<int>(group_bound(pairs, num_experts, kMinPersistRows));
     l.k_pad_inter = (inter + 63) / 64 * 64;
     std::size_t off = 0;
     l.act = off, off += align256(2 * static_cast<std::size_t>(l.max_rows) * l.k_pad_inter);
     l.partial = off, off += align256(4 * static_cast<std::size_t>(pairs) * hidden);
-    l.counters = off, off += align256(4 * static_cast<std::size_t>(max_tokens) * ((hidden + 15) / 16));
+    l.sync = off;
+    l.counters = off + 4 * static_cast<std::size_t>(kPersistSyncHeader + l.max_groups);
+    off = l.counters + align256(4 * static_cast<std::size_t>(max_tokens) * ((hidden + 15) / 16));
     l.total = off;
     return l;
 }
@@ -91,76 +110,7 @@ __device__ group_pos find_group(const std::int32_t *__restrict__ counts, int num
     return found;
 }
 
-// Programmatic dependent launch (sm_90): wait until the previous kernel's results are visible; let the next
-// kernel's CTAs be scheduled as ours retire, hiding launch latency between the layer's kernels.
-__device__ __forceinline__ void wait_for_previous_kernel() {
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-}
-__device__ __forceinline__ void allow_next_kernel() {
-    asm volatile("griddepcontrol.launch_dependents;");
-}
-
 // ---- the grouped mma kernel -----------------------------------------------------------------------------
-
-__device__ __forceinline__ uint4 load_stream(const void *p) {
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-    return v;
-}
-__device__ __forceinline__ std::uint32_t load_stream2(const void *p) {
-    unsigned short v;
-    asm volatile("ld.global.nc.L1::no_allocate.u16 %0, [%1];" : "=h"(v) : "l"(p));
-    return v;
-}
-
-__device__ __forceinline__ std::uint32_t hmul2(std::uint32_t a, std::uint32_t b) {
-    std::uint32_t d;
-    // Exact here (2 x 4 significant bits); the E2M1 code 1 is a bf16 subnormal, which mul.bf16x2 keeps.
-    asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-    return d;
-}
-
-__device__ __forceinline__ void mma_bf16(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
-                                         std::uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// ---- bulk copies (sm_90): the copy engine streams weight chunks into shared memory, completing on an mbarrier,
-// so the bytes in flight do not cost registers.
-__device__ __forceinline__ std::uint32_t smem_addr(const void *p) {
-    return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void mbar_init(std::uint64_t *bar, int count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count));
-}
-__device__ __forceinline__ void mbar_expect_tx(std::uint64_t *bar, std::uint32_t bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(std::uint64_t *bar, std::uint32_t parity) {
-    asm volatile("{\n"
-                 ".reg .pred p;\n"
-                 "WAIT_%=:\n"
-                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-                 "@!p bra WAIT_%=;\n"
-                 "}\n" ::"r"(smem_addr(bar)),
-                 "r"(parity)
-                 : "memory");
-}
-__device__ __forceinline__ void bulk_copy(void *dst, const void *src, std::uint32_t bytes, std::uint64_t *bar) {
-    asm volatile(
-        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(smem_addr(dst)),
-        "l"(src), "r"(bytes), "r"(smem_addr(bar))
-        : "memory");
-}
-
-__device__ __forceinline__ void prefetch_l2(const void *p, std::uint32_t bytes) {
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
-}
 
 struct gemm_args {
     const std::uint8_t *wq, *ws;    // packed weights and scale codes of expert 0
@@ -238,21 +188,20 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(const gemm_args g
     const int tile = blockIdx.x * (kWarps / KS) + warp / KS, kpart = warp % KS;
     const bool has_tile = tile < g.tiles;
 
-    // B row of this lane (row lg of each 8-row token tile), or null for padding rows.
-    // Found after the first weight copies are issued (gate_up's rows need the plan's permutation: one more
-    // dependent read, which then overlaps the weights' first round trip).
+    // B row of this lane (row lg of each 8-row token tile), offset to its 16-column block. A padding row (past
+    // the expert's count) reads the group's first row instead: its token column is never stored, so no load
+    // needs a guard in the K loop. Found after the first weight copies are issued (gate_up's rows need the
+    // plan's permutation: one more dependent read, which then overlaps the weights' first round trip).
     const std::uint16_t *brow[NT];
     auto find_rows = [&] {
 #pragma unroll
         for (int n = 0; n < NT; ++n) {
-            const int rr = (tile0 + n) * 8 + lg;
-            brow[n] = nullptr;
-            if (rr < count) {
-                if constexpr (GateUp)
-                    brow[n] = g.b + static_cast<std::size_t>(pair_of(g, e, rr) / g.slots) * g.ldb;
-                else
-                    brow[n] = g.b + static_cast<std::size_t>(gp.pad_row + rr) * g.ldb;
-            }
+            int rr = (tile0 + n) * 8 + lg;
+            if (rr >= count) rr = tile0 * 8;
+            if constexpr (GateUp)
+                brow[n] = g.b + static_cast<std::size_t>(pair_of(g, e, rr) / g.slots) * g.ldb + 16 * lt;
+            else
+                brow[n] = g.b + static_cast<std::size_t>(gp.pad_row + rr) * g.ldb + 16 * lt;
         }
     };
 
@@ -269,37 +218,23 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(const gemm_args g
     const std::uint8_t *aq = g.wq + e * g.expert_q + (static_cast<std::size_t>(tile) * g.ksteps) * 512 + lane * 16;
     const std::uint8_t *as = g.ws + e * g.expert_s + (static_cast<std::size_t>(tile) * g.ksteps) * 64 + lane * 2;
 
-    // B (16 contiguous activations per lane and token tile) for step k, or zeros past the data. B is loaded U
-    // steps ahead into a ring of U slots: an L2 round trip hides behind U steps of work (one step was not
-    // enough: loads of B were the main stall).
+    // B (16 contiguous activations per lane and token tile) for step k. B is loaded U steps ahead into a ring of
+    // U slots: an L2 round trip hides behind U steps of work (one step was not enough: loads of B were the main
+    // stall). Steps past k_end load step k_end - 1 again (never used); a lane whose 16 columns lie past the data
+    // (K % 64 != 0, last step) reads zeros: the weights there are 0, and 0 x NaN would not be.
+    const int k_lane_end = min(k_end, (g.k_valid - 16 * lt + 63) / 64);
     auto load_b = [&](int k, uint4(&dst)[NT][2]) {
+        const int kk = min(k, k_end - 1);
 #pragma unroll
         for (int n = 0; n < NT; ++n) {
-            dst[n][0] = dst[n][1] = make_uint4(0, 0, 0, 0);
-            const int kcol = k * 64 + 16 * lt;
-            if (brow[n] && k < k_end && kcol < g.k_valid) {
-                dst[n][0] = __ldg(reinterpret_cast<const uint4 *>(brow[n] + kcol));
-                dst[n][1] = __ldg(reinterpret_cast<const uint4 *>(brow[n] + kcol + 8));
-            }
+            const std::uint16_t *p = kk < k_lane_end ? brow[n] + kk * 64 : kZeroRow;
+            dst[n][0] = __ldg(reinterpret_cast<const uint4 *>(p));
+            dst[n][1] = __ldg(reinterpret_cast<const uint4 *>(p + 8));
         }
     };
     uint4 bring[U][NT][2];
-    // One kstep: dequantize the lane's four A fragments, multiply with every token tile.
     auto step = [&](const uint4 &qv, std::uint32_t codes, const uint4(&b)[NT][2]) {
-        // Block scales of rows g and g + 8 for this lane's K block: the same for all four slices.
-        const std::uint32_t sc_lo = scale_code_to_bf16x2<0>(codes), sc_hi = scale_code_to_bf16x2<1>(codes);
-        const std::uint32_t words[4] = {qv.x, qv.y, qv.z, qv.w};
-#pragma unroll
-        for (int sl = 0; sl < 4; ++sl) {
-            const std::uint32_t w = words[sl];
-            const std::uint32_t a[4] = {hmul2(e2m1x2_to_bf16x2<0>(w), sc_lo), hmul2(e2m1x2_to_bf16x2<1>(w), sc_hi),
-                                        hmul2(e2m1x2_to_bf16x2<2>(w), sc_lo), hmul2(e2m1x2_to_bf16x2<3>(w), sc_hi)};
-#pragma unroll
-            for (int n = 0; n < NT; ++n) {
-                const uint4 &half = b[n][sl / 2];
-                mma_bf16(chain[n][sl % kChains], a, sl % 2 ? half.z : half.x, sl % 2 ? half.w : half.y);
-            }
-        }
+        mma_kstep<NT, kChains>(chain, qv, codes, b);
     };
 
     if constexpr (S == 0) {
@@ -356,15 +291,21 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(const gemm_args g
                 const int st = c % S;
                 mbar_wait(&bars[st], static_cast<std::uint32_t>((c / S) & 1));
                 const std::uint8_t *buf = ring + st * kStage;
-#pragma unroll
-                for (int u = 0; u < U; ++u) {
-                    const int k = k_begin + c * U + u;
-                    if (k >= k_end) break;
+                const int k0 = k_begin + c * U;
+                auto kstep = [&](int u) {
                     const uint4 qv = *reinterpret_cast<const uint4 *>(buf + u * 512 + lane * 16);
                     const std::uint32_t codes =
                         *reinterpret_cast<const unsigned short *>(buf + kStageQ + u * 64 + lane * 2);
                     step(qv, codes, bring[u]);
-                    load_b(k + U, bring[u]);
+                    load_b(k0 + u + U, bring[u]);
+                };
+                if (k0 + U <= k_end) { // a full chunk: no bound checks
+#pragma unroll
+                    for (int u = 0; u < U; ++u) kstep(u);
+                } else {
+#pragma unroll
+                    for (int u = 0; u < U; ++u)
+                        if (k0 + u < k_end) kstep(u);
                 }
                 __syncwarp();
                 if (lane == 0 && c + S < chunks) issue(c + S);
@@ -412,10 +353,8 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(const gemm_args g
                 if (feature >= g.ld_act) continue;
                 const float gate = acc[n][c] * (g.gs0[e] * kPackedProductScale);
                 const float up = acc[n][2 + c] * (g.gs1[e] * kPackedProductScale);
-                const float h = feature < g.inter ? gate / (1.0f + __expf(-gate)) * up : 0.0f;
-                const __nv_bfloat16 hb = __float2bfloat16_rn(h);
                 g.act[static_cast<std::size_t>(gp.pad_row + rr) * g.ld_act + feature] =
-                    *reinterpret_cast<const std::uint16_t *>(&hb);
+                    feature < g.inter ? silu_mul_bf16(gate, up) : std::uint16_t{0};
             } else {
                 const int pair = pair_of(g, e, rr);
                 const float scale = g.gs0[e] * kPackedProductScale * g.topk_weights[pair];
@@ -426,32 +365,11 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(const gemm_args g
             }
         }
     if constexpr (!GateUp) {
-        // Weighted combine, fused: the warp that brings the last of a token's `slots` partial rows for this
-        // 16-row tile sums them in slot order (deterministic) and writes the bf16 output rows.
-        __threadfence();
-        __syncwarp();
-        // Lane i reports token row i of the group (8 NT <= 32 rows): one atomic round trip per warp.
+        // Weighted combine, fused (decode_device::combine_tile). Lane i reports token row i of the group
+        // (8 NT <= 32 rows): one atomic round trip per warp.
         const int rr = tile0 * 8 + lane;
-        int t = -1, last = 0;
-        if (lane < 8 * NT && rr < count) {
-            t = pair_of(g, e, rr) / g.slots;
-            last = atomicAdd(&g.counters[t * g.tiles + tile], 1) == g.slots - 1;
-        }
-        unsigned todo = __ballot_sync(0xFFFFFFFFu, last);
-        if (todo) __threadfence();
-        while (todo) {
-            const int src_lane = __ffs(todo) - 1;
-            todo &= todo - 1;
-            const int tok = __shfl_sync(0xFFFFFFFFu, t, src_lane);
-            const int row = tile * 16 + lane;
-            if (lane < 16 && row < g.hidden) {
-                const float *src = g.partial + static_cast<std::size_t>(tok) * g.slots * g.hidden + row;
-                float sum = 0.0f;
-                for (int j = 0; j < g.slots; ++j) sum += __ldcg(src + static_cast<std::size_t>(j) * g.hidden);
-                const __nv_bfloat16 r = __float2bfloat16_rn(sum);
-                g.out[static_cast<std::size_t>(tok) * g.hidden + row] = *reinterpret_cast<const std::uint16_t *>(&r);
-            }
-        }
+        const int t = lane < 8 * NT && rr < count ? pair_of(g, e, rr) / g.slots : -1;
+        combine_tile(t, tile, g.tiles, g.slots, g.hidden, g.counters, g.partial, g.out);
     }
 }
 
@@ -469,10 +387,14 @@ cudaError_t launch_gemm(const gemm_args &g, int max_groups, cudaStream_t stream)
 
 } // namespace
 
-// The tactic table: (nt, ksplit, ksteps per load group, bulk-copy stages or 0 for the register ring).
-const decode_tactic kDecodeTactics[] = {{1, 2, 2, 4}, {1, 1, 2, 4}, {1, 4, 2, 4}, {1, 2, 2, 8}, {2, 1, 2, 4},
-                                        {2, 2, 2, 4}, {4, 1, 2, 4}, {4, 2, 2, 4}, {1, 2, 4, 2}, {1, 1, 4, 2},
-                                        {1, 4, 4, 2}, {1, 2, 4, 4}, {2, 2, 4, 2}, {1, 2, 4, 0}, {1, 4, 4, 0}};
+// The tactic table: (nt, ksplit, ksteps per load group, bulk-copy stages or 0 for the register ring,
+// persistent). moe_persist.cu compiles the persistent ones.
+const decode_tactic kDecodeTactics[] = {
+    {1, 2, 2, 4},          {1, 1, 2, 4},          {1, 4, 2, 4},          {1, 2, 2, 8},          {2, 1, 2, 4},
+    {2, 2, 2, 4},          {4, 1, 2, 4},          {4, 2, 2, 4},          {1, 2, 4, 2},          {1, 1, 4, 2},
+    {1, 4, 4, 2},          {1, 2, 4, 4},          {2, 2, 4, 2},          {1, 2, 4, 0},          {1, 4, 4, 0},
+    {1, 1, 4, 2, true, 2}, {1, 1, 4, 3, true, 2}, {1, 1, 4, 4, true, 2}, {1, 1, 4, 3, true, 4}, {1, 1, 2, 4, true, 8},
+    {1, 1, 4, 2, true, 8}, {2, 1, 2, 3, true, 16}};
 const int kDecodeTacticCount = static_cast<int>(std::size(kDecodeTactics));
 
 namespace {
@@ -507,6 +429,13 @@ std::size_t moe_decode_workspace(int hidden, int inter, int num_experts, int slo
     return make_layout(hidden, inter, num_experts, slots, max_tokens).total;
 }
 
+void moe_decode_clear_range(int hidden, int inter, int num_experts, int slots, int max_tokens, int tokens,
+                            std::size_t *offset, int *count) {
+    const layout l = make_layout(hidden, inter, num_experts, slots, max_tokens);
+    *offset = l.sync;
+    *count = kPersistSyncHeader + l.max_groups + tokens * ((hidden + 15) / 16);
+}
+
 cudaError_t moe_decode_run(const decode_weights &w, const decode_batch &b, decode_tactic t, cudaStream_t stream) {
     if (b.hidden <= 0 || b.inter <= 0 || b.hidden % 16 || b.inter % 16 || b.num_experts <= 0 ||
         b.num_experts >= kMaxExperts || b.slots <= 0 || b.tokens < 0 || b.tokens > b.max_tokens || !b.workspace)
@@ -519,6 +448,22 @@ cudaError_t moe_decode_run(const decode_weights &w, const decode_batch &b, decod
     auto *base = static_cast<std::uint8_t *>(b.workspace);
     auto *act = reinterpret_cast<std::uint16_t *>(base + l.act);
     float *partial = reinterpret_cast<float *>(base + l.partial);
+
+    if (t.persistent && reinterpret_cast<std::uintptr_t>(b.x) % 16 == 0) {
+        persist_scratch s;
+        s.act = act, s.ld_act = l.k_pad_inter, s.partial = partial;
+        s.sync = reinterpret_cast<int *>(base + l.sync), s.counters = reinterpret_cast<int *>(base + l.counters);
+        if (!b.cleared) {
+            std::size_t off = 0;
+            int n = 0;
+            moe_decode_clear_range(b.hidden, b.inter, b.num_experts, b.slots, b.max_tokens, b.tokens, &off, &n);
+            if (auto e = cudaMemsetAsync(base + off, 0, 4 * static_cast<std::size_t>(n), stream); e != cudaSuccess)
+                return e;
+        }
+        if (auto e = moe_persist_run(w, b, t, s, stream); e != cudaSuccess) return e;
+        return cudaGetLastError();
+    }
+    if (t.persistent) t = kDecodeTactics[0]; // x not 16-byte aligned: bulk copies cannot read it
 
     // Bounds for this batch (not the capacity): smaller grids at small T.
     const long long pairs = static_cast<long long>(b.tokens) * b.slots;

@@ -1,0 +1,137 @@
+// Device pieces shared by the cuda.decode kernels (moe_decode.cu: one launch per GEMM; moe_persist.cu: both
+// GEMMs in one persistent launch): streaming loads, the bf16 mma, bulk copies completing on mbarriers, one K step
+// of dequantize-and-multiply, and the down GEMM's fused weighted combine. CUDA-only header.
+#pragma once
+
+#include "kernels/mma_dequant.h"
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+namespace fp4moe::cuda::decode_device {
+
+/// 16 bytes of a stream read once: not kept in L1.
+__device__ __forceinline__ uint4 load_stream(const void *p) {
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+__device__ __forceinline__ std::uint32_t load_stream2(const void *p) {
+    unsigned short v;
+    asm volatile("ld.global.nc.L1::no_allocate.u16 %0, [%1];" : "=h"(v) : "l"(p));
+    return v;
+}
+
+__device__ __forceinline__ std::uint32_t hmul2(std::uint32_t a, std::uint32_t b) {
+    std::uint32_t d;
+    // Exact here (2 x 4 significant bits); the E2M1 code 1 is a bf16 subnormal, which mul.bf16x2 keeps.
+    asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+}
+
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                                         std::uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// ---- bulk copies (sm_90): the copy engine streams chunks into shared memory, completing on an mbarrier, so the
+// bytes in flight do not cost registers.
+__device__ __forceinline__ std::uint32_t smem_addr(const void *p) {
+    return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mbar_init(std::uint64_t *bar, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count));
+}
+/// Arrive once on `bar`, expecting `bytes` more of asynchronous copies in this phase.
+__device__ __forceinline__ void mbar_expect_tx(std::uint64_t *bar, std::uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(std::uint64_t *bar, std::uint32_t parity) {
+    asm volatile("{\n"
+                 ".reg .pred p;\n"
+                 "WAIT_%=:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+                 "@!p bra WAIT_%=;\n"
+                 "}\n" ::"r"(smem_addr(bar)),
+                 "r"(parity)
+                 : "memory");
+}
+__device__ __forceinline__ void bulk_copy(void *dst, const void *src, std::uint32_t bytes, std::uint64_t *bar) {
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(smem_addr(dst)),
+        "l"(src), "r"(bytes), "r"(smem_addr(bar))
+        : "memory");
+}
+__device__ __forceinline__ void prefetch_l2(const void *p, std::uint32_t bytes) {
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+}
+/// Our generic-proxy reads of shared memory are ordered before the async proxy's next writes to it.
+__device__ __forceinline__ void fence_async_shared() {
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+/// One 64-wide K step of a warp: the lane's four A fragments (one 16-byte word of packed E2M1 and its two scale
+/// codes) dequantized in registers and multiplied with every 8-token tile's B fragments `b[n]` (16 bf16 of the
+/// lane's K block: slices 0/1 in b[n][0], 2/3 in b[n][1]). Slice s accumulates into chain s % kChains:
+/// consecutive mma on one accumulator wait for each other, so one token tile spreads a step over four chains.
+template <int NT, int kChains>
+__device__ __forceinline__ void mma_kstep(float (&chain)[NT][kChains][4], const uint4 &qv, std::uint32_t codes,
+                                          const uint4 (&b)[NT][2]) {
+    // Block scales of rows g and g + 8 for this lane's K block: the same for all four slices.
+    const std::uint32_t sc_lo = scale_code_to_bf16x2<0>(codes), sc_hi = scale_code_to_bf16x2<1>(codes);
+    const std::uint32_t words[4] = {qv.x, qv.y, qv.z, qv.w};
+#pragma unroll
+    for (int sl = 0; sl < 4; ++sl) {
+        const std::uint32_t w = words[sl];
+        const std::uint32_t a[4] = {hmul2(e2m1x2_to_bf16x2<0>(w), sc_lo), hmul2(e2m1x2_to_bf16x2<1>(w), sc_hi),
+                                    hmul2(e2m1x2_to_bf16x2<2>(w), sc_lo), hmul2(e2m1x2_to_bf16x2<3>(w), sc_hi)};
+#pragma unroll
+        for (int n = 0; n < NT; ++n) {
+            const uint4 &half = b[n][sl / 2];
+            mma_bf16(chain[n][sl % kChains], a, sl % 2 ? half.z : half.x, sl % 2 ? half.w : half.y);
+        }
+    }
+}
+
+/// The fused weighted combine of the down GEMM, called by a whole warp after its fp32 partial rows (one per
+/// (token, slot) pair, already scaled by the router weight) of 16-row weight tile `tile` are stored: lane i < rows
+/// reports token `token_of_lane` (-1 for none) on the counter of (token, tile); the warp that brings a token's
+/// last (`slots`-th) pair sums the slots in slot order (deterministic) and writes the 16 bf16 output values.
+__device__ __forceinline__ void combine_tile(int token_of_lane, int tile, int tiles, int slots, int hidden,
+                                             int *counters, const float *partial, std::uint16_t *out) {
+    const int lane = threadIdx.x % 32;
+    __threadfence();
+    __syncwarp();
+    int last = 0;
+    if (token_of_lane >= 0) last = atomicAdd(&counters[token_of_lane * tiles + tile], 1) == slots - 1;
+    unsigned todo = __ballot_sync(0xFFFFFFFFu, last);
+    if (todo) __threadfence();
+    while (todo) {
+        const int src_lane = __ffs(todo) - 1;
+        todo &= todo - 1;
+        const int tok = __shfl_sync(0xFFFFFFFFu, token_of_lane, src_lane);
+        const int row = tile * 16 + lane;
+        if (lane < 16 && row < hidden) {
+            const float *src = partial + static_cast<std::size_t>(tok) * slots * hidden + row;
+            float sum = 0.0f;
+            for (int j = 0; j < slots; ++j) sum += __ldcg(src + static_cast<std::size_t>(j) * hidden);
+            const __nv_bfloat16 r = __float2bfloat16_rn(sum);
+            out[static_cast<std::size_t>(tok) * hidden + row] = *reinterpret_cast<const std::uint16_t *>(&r);
+        }
+    }
+}
+
+/// SiLU(gate) * up of one output feature, rounded to bf16 bits (gate, up: the fp32 accumulators times their
+/// global scales).
+__device__ __forceinline__ std::uint16_t silu_mul_bf16(float gate, float up) {
+    const __nv_bfloat16 hb = __float2bfloat16_rn(gate / (1.0f + __expf(-gate)) * up);
+    return *reinterpret_cast<const std::uint16_t *>(&hb);
+}
+
+} // namespace fp4moe::cuda::decode_device
