@@ -61,9 +61,8 @@ status check_desc(const moe_desc &d) {
 }
 
 // Runs the runner's kernels on a plan already in the workspace region.
-// `cleared`: the plan kernel already zeroed the persistent tactics' counters (moe_decode_clear_range).
 status run_decode(const moe_desc &d, const gpu_moe_weights &w, const bf16_t *x, bf16_t *out, std::int64_t tokens,
-                  std::int64_t max_tokens, void *ws, decode_tactic t, bool cleared, cudaStream_t stream) {
+                  std::int64_t max_tokens, void *ws, decode_tactic t, cudaStream_t stream) {
     const region r = make_region(d, max_tokens);
     decode_batch b;
     b.hidden = static_cast<int>(d.hidden), b.inter = static_cast<int>(d.intermediate);
@@ -76,7 +75,6 @@ status run_decode(const moe_desc &d, const gpu_moe_weights &w, const bf16_t *x, 
     b.counts = at<std::int32_t>(ws, r.counts), b.offsets = at<std::int32_t>(ws, r.offsets);
     b.perm = at<std::int32_t>(ws, r.perm), b.masked_pairs = at<std::int32_t>(ws, r.masked);
     b.workspace = at<void>(ws, r.decode);
-    b.cleared = cleared;
     if (auto e = moe_decode_run(w.decode(), b, t, stream); e != cudaSuccess) return cuda_error(e, "cuda.decode");
     return status::success();
 }
@@ -89,13 +87,11 @@ public:
         std::vector<moe_tactic> v;
         for (int i = 0; i < decode_tactic_count(); ++i) {
             const decode_tactic &k = kDecodeTactics[i];
-            if (k.persistent)
-                v.push_back({i, fmt::format("persistent rows={} bulk {}x{} ksteps", k.rows, k.stages, k.inflight)});
-            else if (k.stages)
-                v.push_back(
-                    {i, fmt::format("nt={} ksplit={} bulk {}x{} ksteps", k.nt, k.ksplit, k.stages, k.inflight)});
-            else
-                v.push_back({i, fmt::format("nt={} ksplit={} regs {} ksteps", k.nt, k.ksplit, k.inflight)});
+            std::string name = k.stages ? fmt::format("nt={} ksplit={} bulk {}x{} ksteps", k.nt, k.ksplit, k.stages,
+                                                      k.inflight)
+                                        : fmt::format("nt={} ksplit={} regs {} ksteps", k.nt, k.ksplit, k.inflight);
+            if (k.down_ksplit > 0) name += fmt::format(", down ksplit={}", k.down_ksplit);
+            v.push_back({i, std::move(name)});
         }
         return v;
     }
@@ -124,7 +120,7 @@ public:
               up(r.perm, p.perm.data(), 4 * pairs), up(r.masked, p.masked_pairs.data(), 4 * p.masked_pairs.size())})
             if (e != cudaSuccess) return cuda_error(e, "cuda.decode: plan upload");
         return run_decode(d, *static_cast<const gpu_moe_weights *>(a.device_weights), a.x, a.out, p.tokens,
-                          p.max_tokens, a.workspace, kDecodeTactics[t.id], false, stream);
+                          p.max_tokens, a.workspace, kDecodeTactics[t.id], stream);
     }
 };
 
@@ -274,13 +270,6 @@ status gpu_moe_forward(const moe_desc &d, const gpu_moe_weights &w, const bf16_t
     pb.counts = at<std::int32_t>(ws, r.counts), pb.offsets = at<std::int32_t>(ws, r.offsets);
     pb.perm = at<std::int32_t>(ws, r.perm), pb.inv_perm = at<std::int32_t>(ws, r.inv_perm);
     pb.masked_pairs = d.layout == moe_layout::masked ? at<std::int32_t>(ws, r.masked) : nullptr;
-    if (t.persistent) { // the plan kernel zeroes the persistent kernel's counters: no memset node in the chain
-        std::size_t off = 0;
-        moe_decode_clear_range(static_cast<int>(d.hidden), static_cast<int>(d.intermediate),
-                               static_cast<int>(d.total_experts()), static_cast<int>(d.slots()),
-                               static_cast<int>(max_tokens), T, &off, &pb.clear_count);
-        pb.clear = reinterpret_cast<std::int32_t *>(at<std::uint8_t>(ws, r.decode) + off);
-    }
     // A token with non-finite logits gets ids -1 and NaN outputs (no host-visible error flag: that would need a
     // sync, or one more graph node per layer to reset it).
     const auto *xb = reinterpret_cast<const std::uint16_t *>(x);
@@ -300,7 +289,7 @@ status gpu_moe_forward(const moe_desc &d, const gpu_moe_weights &w, const bf16_t
                                       static_cast<int>(d.total_experts()), static_cast<int>(max_tokens), pb, stream)})
             if (e != cudaSuccess) return cuda_error(e, "cuda: MoE routing");
     }
-    return run_decode(d, w, x, out, tokens, max_tokens, ws, t, t.persistent, stream);
+    return run_decode(d, w, x, out, tokens, max_tokens, ws, t, stream);
 }
 
 result<std::vector<std::int32_t>> gpu_moe_counts(const moe_desc &d, std::int64_t max_tokens, const void *ws,

@@ -178,28 +178,19 @@ TEST(DecodeLayer, DeviceRoutingAndGraphReplayMatchOracle) {
                 FP4MOE_CUDA_CHECK(cudaMemcpy(dx.p, x.data(), 2 * x.size(), cudaMemcpyHostToDevice));
                 cudaStream_t s;
                 FP4MOE_CUDA_CHECK(cudaStreamCreate(&s));
-                // Passes: eager and graph replay of a per-GEMM tactic (0, 4), then of a persistent one (whose
-                // counters the plan kernel clears), graph first: the workspace is poisoned before every pass.
-                int persistent = -1;
-                for (int i = 0; i < cuda::decode_tactic_count() && persistent < 0; ++i)
-                    if (cuda::decode_tactic_of(i).persistent) persistent = i;
-                ASSERT_GE(persistent, 0);
-                const int tactic_of_pass[] = {0, 4, persistent, persistent};
-                for (int pass = 0; pass < 4; ++pass) {
-                    SCOPED_TRACE(::testing::Message() << "pass " << pass << " tactic " << tactic_of_pass[pass]);
-                    const cuda::decode_tactic tactic = cuda::decode_tactic_of(tactic_of_pass[pass]);
+                for (int pass = 0; pass < 3; ++pass) { // 0: eager; 1, 2: graph replays
                     FP4MOE_CUDA_CHECK(cudaMemset(dout.p, kPoison, 2 * T * d.hidden));
                     FP4MOE_CUDA_CHECK(cudaMemset(ws.p, 0xFF, cuda::gpu_moe_forward_workspace(d, cap)));
-                    if (pass == 0 || pass == 3) {
+                    if (pass == 0) {
                         const status st = cuda::gpu_moe_forward(d, *w.value(), dx.as<bf16_t>(), dout.as<bf16_t>(), T,
-                                                                cap, ws.p, tactic, s);
+                                                                cap, ws.p, cuda::decode_tactic_of(0), s);
                         ASSERT_TRUE(st.ok()) << st.to_string();
                     } else {
                         cudaGraph_t g;
                         cudaGraphExec_t ge;
                         FP4MOE_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
                         const status st = cuda::gpu_moe_forward(d, *w.value(), dx.as<bf16_t>(), dout.as<bf16_t>(), T,
-                                                                cap, ws.p, tactic, s);
+                                                                cap, ws.p, cuda::decode_tactic_of(4), s);
                         FP4MOE_CUDA_CHECK(cudaStreamEndCapture(s, &g));
                         ASSERT_TRUE(st.ok()) << st.to_string();
                         FP4MOE_CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));

@@ -8,7 +8,6 @@
 #include "kernels/decode_device.cuh"
 #include "kernels/mma_dequant.h"
 #include "kernels/moe_decode.h"
-#include "kernels/moe_persist.h"
 #include "kernels/pdl.cuh"
 
 #include <cuda_bf16.h>
@@ -31,34 +30,22 @@ __host__ __device__ constexpr std::size_t align256(std::size_t n) {
     return (n + 255) / 256 * 256;
 }
 
-// Workspace regions, all derived from the same upper bounds on host and device. `sync` holds the persistent
-// tactics' claim counter and per-group counts, directly followed by the combine counters (one range to clear).
+// Workspace regions, all derived from the same upper bounds on host and device.
 struct layout {
-    std::size_t act, partial, sync, counters, total;
-    int max_rows, k_pad_inter, max_groups;
+    std::size_t act, partial, counters, total;
+    int max_rows, k_pad_inter;
 };
-
-// Groups of `rows` token rows of a batch of `pairs` (token, slot) pairs: a partial group per busy expert at most.
-__host__ __device__ inline long long group_bound(long long pairs, int num_experts, int rows) {
-    const long long busy = pairs < num_experts ? pairs : num_experts;
-    return busy + (pairs + rows - 1) / rows;
-}
 
 __host__ __device__ inline layout make_layout(int hidden, int inter, int num_experts, int slots, int max_tokens) {
     layout l{};
     const long long pairs = static_cast<long long>(max_tokens) * slots;
     const long long busy = pairs < num_experts ? pairs : num_experts; // experts that can hold a token
-    // Act rows: sum ceil(c / 8) * 8 for the per-GEMM kernels, 8 nt per group for the persistent ones.
-    const long long persist_rows = pairs + kMaxPersistRows * (busy + 1); // R * groups for any R <= the max
-    l.max_rows = static_cast<int>(pairs + 7 * busy > persist_rows ? pairs + 7 * busy : persist_rows);
-    l.max_groups = static_cast<int>(group_bound(pairs, num_experts, kMinPersistRows));
+    l.max_rows = static_cast<int>(pairs + 7 * busy);                  // sum ceil(c/8)*8
     l.k_pad_inter = (inter + 63) / 64 * 64;
     std::size_t off = 0;
     l.act = off, off += align256(2 * static_cast<std::size_t>(l.max_rows) * l.k_pad_inter);
     l.partial = off, off += align256(4 * static_cast<std::size_t>(pairs) * hidden);
-    l.sync = off;
-    l.counters = off + 4 * static_cast<std::size_t>(kPersistSyncHeader + l.max_groups);
-    off = l.counters + align256(4 * static_cast<std::size_t>(max_tokens) * ((hidden + 15) / 16));
+    l.counters = off, off += align256(4 * static_cast<std::size_t>(max_tokens) * ((hidden + 15) / 16));
     l.total = off;
     return l;
 }
@@ -281,31 +268,45 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(const gemm_args g
             bulk_copy(ring + st * kStage, tq + static_cast<std::size_t>(k) * 512, n * 512, &bars[st]);
             bulk_copy(ring + st * kStage + kStageQ, ts + static_cast<std::size_t>(k) * 64, n * 64, &bars[st]);
         };
+        // B runs P steps ahead (its own register ring, at most 4 deep however long a chunk is). A chunk whose
+        // steps and prefetches all lie inside the data (warp-uniform test) loads B at constant offsets from one
+        // pointer per token tile: no clamp, no select, no address math per step.
+        constexpr int P = U < 4 ? U : 4;
+        const int k_full = min(k_end, g.k_valid / 64);
         if (has_tile) {
             if (lane == 0)
                 for (int c = 0; c < S && c < chunks; ++c) issue(c);
             find_rows();
 #pragma unroll
-            for (int u = 0; u < U; ++u) load_b(k_begin + u, bring[u]);
+            for (int u = 0; u < P; ++u) load_b(k_begin + u, bring[u]);
             for (int c = 0; c < chunks; ++c) {
                 const int st = c % S;
                 mbar_wait(&bars[st], static_cast<std::uint32_t>((c / S) & 1));
                 const std::uint8_t *buf = ring + st * kStage;
                 const int k0 = k_begin + c * U;
-                auto kstep = [&](int u) {
+                auto consume = [&](int u) {
                     const uint4 qv = *reinterpret_cast<const uint4 *>(buf + u * 512 + lane * 16);
                     const std::uint32_t codes =
                         *reinterpret_cast<const unsigned short *>(buf + kStageQ + u * 64 + lane * 2);
-                    step(qv, codes, bring[u]);
-                    load_b(k0 + u + U, bring[u]);
+                    step(qv, codes, bring[u % P]);
                 };
-                if (k0 + U <= k_end) { // a full chunk: no bound checks
+                if (k0 + U + P <= k_full) { // a full chunk, prefetches inside the data: no checks
+                    const std::uint16_t *bnext[NT];
 #pragma unroll
-                    for (int u = 0; u < U; ++u) kstep(u);
+                    for (int n = 0; n < NT; ++n) bnext[n] = brow[n] + (k0 + P) * 64;
+#pragma unroll
+                    for (int u = 0; u < U; ++u) {
+                        consume(u);
+#pragma unroll
+                        for (int n = 0; n < NT; ++n) {
+                            bring[u % P][n][0] = __ldg(reinterpret_cast<const uint4 *>(bnext[n] + u * 64));
+                            bring[u % P][n][1] = __ldg(reinterpret_cast<const uint4 *>(bnext[n] + u * 64 + 8));
+                        }
+                    }
                 } else {
 #pragma unroll
                     for (int u = 0; u < U; ++u)
-                        if (k0 + u < k_end) kstep(u);
+                        if (k0 + u < k_end) consume(u), load_b(k0 + u + P, bring[u % P]);
                 }
                 __syncwarp();
                 if (lane == 0 && c + S < chunks) issue(c + S);
@@ -387,14 +388,14 @@ cudaError_t launch_gemm(const gemm_args &g, int max_groups, cudaStream_t stream)
 
 } // namespace
 
-// The tactic table: (nt, ksplit, ksteps per load group, bulk-copy stages or 0 for the register ring,
-// persistent). moe_persist.cu compiles the persistent ones.
-const decode_tactic kDecodeTactics[] = {
-    {1, 2, 2, 4},          {1, 1, 2, 4},          {1, 4, 2, 4},          {1, 2, 2, 8},          {2, 1, 2, 4},
-    {2, 2, 2, 4},          {4, 1, 2, 4},          {4, 2, 2, 4},          {1, 2, 4, 2},          {1, 1, 4, 2},
-    {1, 4, 4, 2},          {1, 2, 4, 4},          {2, 2, 4, 2},          {1, 2, 4, 0},          {1, 4, 4, 0},
-    {1, 1, 4, 2, true, 2}, {1, 1, 4, 3, true, 2}, {1, 1, 4, 4, true, 2}, {1, 1, 4, 3, true, 4}, {1, 1, 2, 4, true, 8},
-    {1, 1, 4, 2, true, 8}, {2, 1, 2, 3, true, 16}};
+// The tactic table: (nt, ksplit, ksteps per load group, bulk-copy stages or 0 for the register ring[, ksplit
+// of the down GEMM]).
+const decode_tactic kDecodeTactics[] = {{1, 2, 2, 4},    {1, 1, 2, 4},    {1, 4, 2, 4},    {1, 2, 2, 8},
+                                        {2, 1, 2, 4},    {2, 2, 2, 4},    {4, 1, 2, 4},    {4, 2, 2, 4},
+                                        {1, 2, 4, 2},    {1, 1, 4, 2},    {1, 4, 4, 2},    {1, 2, 4, 4},
+                                        {2, 2, 4, 2},    {1, 2, 4, 0},    {1, 4, 4, 0},    {1, 2, 4, 2, 1},
+                                        {1, 1, 4, 2, 2}, {1, 4, 4, 2, 1}, {1, 4, 4, 2, 2}, {1, 2, 2, 4, 1},
+                                        {1, 1, 8, 2},    {1, 2, 8, 2},    {1, 2, 8, 2, 1}, {1, 1, 8, 3}};
 const int kDecodeTacticCount = static_cast<int>(std::size(kDecodeTactics));
 
 namespace {
@@ -419,6 +420,9 @@ cudaError_t dispatch(const gemm_args &g, int max_groups, decode_tactic t, cudaSt
     FP4MOE_DECODE_CASE(2, 2, 4, 2)
     FP4MOE_DECODE_CASE(1, 2, 4, 0)
     FP4MOE_DECODE_CASE(1, 4, 4, 0)
+    FP4MOE_DECODE_CASE(1, 1, 8, 2)
+    FP4MOE_DECODE_CASE(1, 2, 8, 2)
+    FP4MOE_DECODE_CASE(1, 1, 8, 3)
 #undef FP4MOE_DECODE_CASE
     return cudaErrorInvalidValue;
 }
@@ -427,13 +431,6 @@ cudaError_t dispatch(const gemm_args &g, int max_groups, decode_tactic t, cudaSt
 
 std::size_t moe_decode_workspace(int hidden, int inter, int num_experts, int slots, int max_tokens) {
     return make_layout(hidden, inter, num_experts, slots, max_tokens).total;
-}
-
-void moe_decode_clear_range(int hidden, int inter, int num_experts, int slots, int max_tokens, int tokens,
-                            std::size_t *offset, int *count) {
-    const layout l = make_layout(hidden, inter, num_experts, slots, max_tokens);
-    *offset = l.sync;
-    *count = kPersistSyncHeader + l.max_groups + tokens * ((hidden + 15) / 16);
 }
 
 cudaError_t moe_decode_run(const decode_weights &w, const decode_batch &b, decode_tactic t, cudaStream_t stream) {
@@ -448,22 +445,6 @@ cudaError_t moe_decode_run(const decode_weights &w, const decode_batch &b, decod
     auto *base = static_cast<std::uint8_t *>(b.workspace);
     auto *act = reinterpret_cast<std::uint16_t *>(base + l.act);
     float *partial = reinterpret_cast<float *>(base + l.partial);
-
-    if (t.persistent && reinterpret_cast<std::uintptr_t>(b.x) % 16 == 0) {
-        persist_scratch s;
-        s.act = act, s.ld_act = l.k_pad_inter, s.partial = partial;
-        s.sync = reinterpret_cast<int *>(base + l.sync), s.counters = reinterpret_cast<int *>(base + l.counters);
-        if (!b.cleared) {
-            std::size_t off = 0;
-            int n = 0;
-            moe_decode_clear_range(b.hidden, b.inter, b.num_experts, b.slots, b.max_tokens, b.tokens, &off, &n);
-            if (auto e = cudaMemsetAsync(base + off, 0, 4 * static_cast<std::size_t>(n), stream); e != cudaSuccess)
-                return e;
-        }
-        if (auto e = moe_persist_run(w, b, t, s, stream); e != cudaSuccess) return e;
-        return cudaGetLastError();
-    }
-    if (t.persistent) t = kDecodeTactics[0]; // x not 16-byte aligned: bulk copies cannot read it
 
     // Bounds for this batch (not the capacity): smaller grids at small T.
     const long long pairs = static_cast<long long>(b.tokens) * b.slots;
@@ -494,7 +475,9 @@ cudaError_t moe_decode_run(const decode_weights &w, const decode_batch &b, decod
     g.expert_s = static_cast<std::size_t>(w.tiles_down) * w.ksteps_down * 64;
     g.k_valid = b.inter, g.b = act, g.ldb = l.k_pad_inter;
     g.gs0 = w.gs_down, g.gs1 = nullptr;
-    if (auto st = dispatch<false>(g, max_groups, t, stream); st != cudaSuccess) return st;
+    decode_tactic td = t;
+    if (t.down_ksplit > 0) td.ksplit = t.down_ksplit;
+    if (auto st = dispatch<false>(g, max_groups, td, stream); st != cudaSuccess) return st;
 
     return cudaGetLastError();
 }

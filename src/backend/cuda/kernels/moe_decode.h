@@ -52,24 +52,19 @@ struct decode_batch {
     const std::int32_t *perm = nullptr;         ///< [T * slots] (permuted)
     const std::int32_t *masked_pairs = nullptr; ///< [NE * max_tokens] (masked)
     void *workspace = nullptr;                  ///< moe_decode_workspace(...) bytes, 256-byte aligned
-    /// The ints of moe_decode_clear_range are already zero (the plan kernel cleared them). Otherwise a persistent
-    /// tactic clears them itself with a memset before its launch.
-    bool cleared = false;
 };
 
 /// A variant: `nt` token tiles of 8 per warp, `ksplit` warps sharing one weight tile's K; weights stream either
 /// through registers (`stages` = 0: each lane keeps `inflight` 64-wide K steps of loads in flight) or through a
 /// shared-memory ring of `stages` bulk copies of `inflight` K steps each (the copy engine; no registers held).
-/// `persistent`: gate_up and down in one launch of warps that claim work items and keep their ring full across
-/// them, activation rows arriving by bulk copy too (moe_persist.h): groups of `rows` token rows (nt, ksplit unused).
+/// `down_ksplit` > 0: the down GEMM (K = I, often much shorter than gate_up's K = H) splits K this many ways.
 /// Only the combinations in kDecodeTactics are compiled.
 struct decode_tactic {
     int nt = 1;
     int ksplit = 1;
     int inflight = 4;
     int stages = 0;
-    bool persistent = false;
-    int rows = 0;
+    int down_ksplit = 0;
 };
 
 /// Every compiled tactic; index = the runner's tactic id.
@@ -78,12 +73,6 @@ extern const int kDecodeTacticCount;
 
 /// Scratch bytes for batches up to `max_tokens` tokens (any tactic).
 std::size_t moe_decode_workspace(int hidden, int inter, int num_experts, int slots, int max_tokens);
-
-/// The ints a persistent tactic needs zeroed before it runs a batch of `tokens` (its work counter, per-group
-/// gate_up completion counts, the combine counters): `*count` ints from `*offset` bytes into the workspace. The
-/// plan kernels clear them (plan_buffers::clear) so the layer keeps one kernel chain.
-void moe_decode_clear_range(int hidden, int inter, int num_experts, int slots, int max_tokens, int tokens,
-                            std::size_t *offset, int *count);
 
 /// Launches gate_up and down (programmatic dependent launches: each may start while the previous kernel
 /// drains). cudaErrorInvalidValue (nothing launched) for bad sizes or an

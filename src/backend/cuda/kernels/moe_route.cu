@@ -631,13 +631,6 @@ std::size_t fused_smem_bytes(const route_rule &r, int tokens, int num_experts) {
                 static_cast<std::size_t>(warps) * route_scratch_words(r));
 }
 
-// Zeroes n ints from p (16-byte aligned) with the whole CTA: the next kernel's counters (plan_buffers::clear).
-__device__ void clear_ints(std::int32_t *p, int n) {
-    const int n4 = n / 4;
-    for (int i = threadIdx.x; i < n4; i += blockDim.x) reinterpret_cast<int4 *>(p)[i] = make_int4(0, 0, 0, 0);
-    for (int i = 4 * n4 + threadIdx.x; i < n; i += blockDim.x) p[i] = 0;
-}
-
 // One CTA of 1024 threads: warp w routes tokens w, w + 32 (ids and weights to global and to shared memory),
 // then the plan from the shared ids. Ids are distinct within a token, so expert e's rows are the tokens of its
 // 64-bit token mask in order: counts = popcount, row = offsets[e] + popcount of the mask below the token,
@@ -666,7 +659,6 @@ __global__ void __launch_bounds__(kFusedThreads, 1)
     if (tid < 32) s_exp2[tid] = kExp2fTable[tid];
     __syncthreads();
     wait_for_previous_kernel();
-    clear_ints(out.clear, out.clear_count);
 
     const int words = 2 * rule.experts + 2 * rule.n_group + rule.top_k; // route scratch per warp
     // Sigmoid with one token per warp: the whole CTA computes the scores (an expert per thread, not E / 32
@@ -775,12 +767,10 @@ constexpr int kMaskedThreads = 256;
 __global__ void __launch_bounds__(kPlanMaxWarps * 32)
     moe_plan_kernel(const std::int32_t *__restrict__ ids, int pairs, int num_experts, int seg,
                     std::int32_t *__restrict__ counts, std::int32_t *__restrict__ offsets,
-                    std::int32_t *__restrict__ perm, std::int32_t *__restrict__ inv_perm, std::int32_t *clear,
-                    int clear_count) {
+                    std::int32_t *__restrict__ perm, std::int32_t *__restrict__ inv_perm) {
     extern __shared__ int smem[];
     allow_next_kernel();
     wait_for_previous_kernel();
-    clear_ints(clear, clear_count);
     const int n_warps = blockDim.x / 32;
     int *wc = smem;                        // [n_warps][num_experts] counts, then bases, then cursors
     int *cnt = wc + n_warps * num_experts; // [num_experts]
@@ -978,13 +968,6 @@ cudaError_t moe_route_topk(const float *logits, const float *bias, int tokens, c
     return e != cudaSuccess ? e : cudaGetLastError();
 }
 
-namespace {
-bool bad_clear(const plan_buffers &out) {
-    return out.clear_count < 0 ||
-           (out.clear_count > 0 && (out.clear == nullptr || reinterpret_cast<std::uintptr_t>(out.clear) % 16));
-}
-} // namespace
-
 cudaError_t moe_build_plan(const std::int32_t *ids, int tokens, int slots, int num_experts, int max_tokens,
                            const plan_buffers &out, cudaStream_t stream) {
     if (tokens < 0 || slots <= 0 || num_experts <= 0 || num_experts > kMaxPlanExperts || max_tokens < 0)
@@ -993,7 +976,6 @@ cudaError_t moe_build_plan(const std::int32_t *ids, int tokens, int slots, int n
     if (pairs64 > (1 << 30)) return cudaErrorInvalidValue;
     const int pairs = static_cast<int>(pairs64);
     if (out.counts == nullptr || out.offsets == nullptr) return cudaErrorInvalidValue;
-    if (bad_clear(out)) return cudaErrorInvalidValue;
     if (pairs > 0 && (ids == nullptr || out.perm == nullptr || out.inv_perm == nullptr)) return cudaErrorInvalidValue;
     if (out.masked_pairs != nullptr && tokens > max_tokens) return cudaErrorInvalidValue;
 
@@ -1002,9 +984,8 @@ cudaError_t moe_build_plan(const std::int32_t *ids, int tokens, int slots, int n
     const int n_warps = std::max(1, std::min({kPlanMaxWarps, fit, ceil_div(pairs, 32)}));
     const int seg = ceil_div(ceil_div(pairs, n_warps), 32) * 32;
     const std::size_t smem = sizeof(int) * (static_cast<std::size_t>(n_warps + 2) * num_experts + 1);
-    const cudaError_t e0 =
-        launch_pdl(moe_plan_kernel, dim3(1), dim3(n_warps * 32), smem, 1, stream, ids, pairs, num_experts, seg,
-                   out.counts, out.offsets, out.perm, out.inv_perm, out.clear, out.clear_count);
+    const cudaError_t e0 = launch_pdl(moe_plan_kernel, dim3(1), dim3(n_warps * 32), smem, 1, stream, ids, pairs,
+                                      num_experts, seg, out.counts, out.offsets, out.perm, out.inv_perm);
     if (e0 != cudaSuccess) return e0;
     if (out.masked_pairs != nullptr && max_tokens > 0) {
         const dim3 grid(ceil_div(max_tokens, kMaskedThreads), num_experts);
@@ -1035,7 +1016,6 @@ cudaError_t moe_route_topk_plan(const float *logits, const float *bias, int toke
         return cudaErrorInvalidValue;
     const int slots = r.top_k + r.shared, ne = r.experts + r.shared;
     if (out.counts == nullptr || out.offsets == nullptr) return cudaErrorInvalidValue;
-    if (bad_clear(out)) return cudaErrorInvalidValue;
     if (out.masked_pairs != nullptr && tokens > max_tokens) return cudaErrorInvalidValue;
     if (tokens == 0) return moe_build_plan(nullptr, 0, slots, ne, max_tokens, out, stream);
     if (logits == nullptr || ids == nullptr || weights == nullptr || out.perm == nullptr || out.inv_perm == nullptr)

@@ -72,10 +72,6 @@ struct plan_buffers {
     std::int32_t *perm = nullptr;         ///< [T * slots] permuted row -> pair (token * slots + slot)
     std::int32_t *inv_perm = nullptr;     ///< [T * slots] pair -> permuted row
     std::int32_t *masked_pairs = nullptr; ///< [num_experts * max_tokens]: expert e's i-th pair, -1 past counts[e]
-    /// Scratch of the next kernel that must start at zero (a persistent decode tactic's counters): the plan
-    /// kernel sets `clear_count` ints from `clear` (16-byte aligned) to 0 after the previous kernel is done.
-    std::int32_t *clear = nullptr;
-    int clear_count = 0;
 };
 
 /// Fills `out` from ids [T, slots] (values in [0, num_experts); -1 entries are skipped, as a bad token's).
