@@ -28,7 +28,8 @@ FP4MOE_HD std::uint32_t e2m1x2_to_bf16x2(std::uint32_t word) {
     }
 }
 
-/// bf16x2 with scale code byte `I` (0..3) of `codes` in both halves: scale x 2^112 twice.
+/// bf16x2 with scale code byte `I` (0..3) of `codes` in both halves: scale x 2^112 twice. Written as a multiply-add
+/// (c x 16 + 0x7000 per half; c x 16 < 0x1000, so no carry crosses a field): one IMAD after the byte permute.
 template <int I>
 FP4MOE_HD std::uint32_t scale_code_to_bf16x2(std::uint32_t codes) {
 #if defined(__CUDA_ARCH__)
@@ -37,7 +38,7 @@ FP4MOE_HD std::uint32_t scale_code_to_bf16x2(std::uint32_t codes) {
     const std::uint32_t b = (codes >> (8 * I)) & 0xFFu;
     const std::uint32_t dup = b | b << 16;
 #endif
-    return dup << 4 | 0x70007000u;
+    return dup * 16u + 0x70007000u;
 }
 
 /// The product's scale: packed weights times scales are w x 2^-14 (mma_pack::kScaleCodeBias).

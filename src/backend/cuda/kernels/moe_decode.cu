@@ -139,10 +139,13 @@ __host__ __device__ constexpr int ring_smem_bytes(int u, int stages) {
 // S > 0: lane 0 of each warp keeps S stages of U ksteps in flight with bulk copies into shared memory.
 template <bool GateUp, int NT, int KS, int U, int S>
 __global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(const gemm_args g) {
-    allow_next_kernel();
-    if (g.shared > 0 && threadIdx.x == 0) {
-        // Shared experts are used by every token whatever the routing: pull their weights into L2 while the
-        // previous kernel (routing, or gate_up for down) still runs. 32 KB pieces spread over the CTAs.
+    // Programmatic dependent launch. gate_up lets down launch only once it has waited for routing: down's CTAs
+    // may then read the plan (and, with the bulk ring, issue their first weight copies) while gate_up's last
+    // CTAs still run, and wait for gate_up's act rows only before their first activation load.
+    if constexpr (!GateUp) allow_next_kernel();
+    if (GateUp && g.shared > 0 && threadIdx.x == 0) {
+        // Shared experts are used by every token whatever the routing: pull their weights into L2 while routing
+        // still runs. 32 KB pieces spread over the CTAs.
         const std::size_t cta = blockIdx.y * static_cast<std::size_t>(gridDim.x) + blockIdx.x;
         const std::size_t ctas = static_cast<std::size_t>(gridDim.x) * gridDim.y, piece = 32768;
         const std::size_t first = static_cast<std::size_t>(g.num_experts - g.shared);
@@ -153,7 +156,12 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(const gemm_args g
         for (std::size_t off = cta * piece; off < sbytes; off += ctas * piece)
             prefetch_l2(sc + off, static_cast<std::uint32_t>(sbytes - off < piece ? sbytes - off : piece));
     }
-    wait_for_previous_kernel();
+    if constexpr (GateUp) {
+        wait_for_previous_kernel();
+        allow_next_kernel();
+    } else if constexpr (S == 0) {
+        wait_for_previous_kernel();
+    }
     if constexpr (GateUp) {
         if (blockIdx.y == 0) {
             // For the down kernel (which waits for this one): zero the combine counters; a token that routing
@@ -273,9 +281,10 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(const gemm_args g
         // pointer per token tile: no clamp, no select, no address math per step.
         constexpr int P = U < 4 ? U : 4;
         const int k_full = min(k_end, g.k_valid / 64);
+        if (has_tile && lane == 0)
+            for (int c = 0; c < S && c < chunks; ++c) issue(c);
+        if constexpr (!GateUp) wait_for_previous_kernel(); // gate_up's act rows (and counters) from here on
         if (has_tile) {
-            if (lane == 0)
-                for (int c = 0; c < S && c < chunks; ++c) issue(c);
             find_rows();
 #pragma unroll
             for (int u = 0; u < P; ++u) load_b(k_begin + u, bring[u]);
