@@ -13,8 +13,11 @@ if [ "$mode" = build ] || [ "$mode" = all ]; then
     bash "$root/scripts/build.sh" --build-dir "$build_dir" --werror -- -DFP4MOE_CUDA=ON
     # The GPU machine has no package registry: put the non-libc shared libraries fp4moe links (cpp-httplib,
     # OpenSSL, zlib, brotli, PCRE2) in build-gpu/lib, where the binary's RPATH ($ORIGIN/../lib) looks first.
+    # On a rebuild ldd already resolves them there (the RPATH): those are skipped, not copied onto themselves.
     mkdir -p "$build_dir/lib"
+    lib_dir=$(realpath "$build_dir/lib")
     ldd "$build_dir/tools/fp4moe" | awk '/=> \//{print $3}' | while read -r lib; do
+        [ "$(dirname "$(realpath "$lib")")" = "$lib_dir" ] && continue
         case $(basename "$lib") in libc.so*|libm.so*|libgcc_s*|libstdc++*|ld-linux*) ;; *) cp -L "$lib" "$build_dir/lib/" ;; esac
     done
 fi
