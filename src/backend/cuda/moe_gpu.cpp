@@ -87,10 +87,11 @@ public:
         std::vector<moe_tactic> v;
         for (int i = 0; i < decode_tactic_count(); ++i) {
             const decode_tactic &k = kDecodeTactics[i];
-            std::string name = k.stages ? fmt::format("nt={} ksplit={} bulk {}x{} ksteps", k.nt, k.ksplit, k.stages,
-                                                      k.inflight)
-                                        : fmt::format("nt={} ksplit={} regs {} ksteps", k.nt, k.ksplit, k.inflight);
+            std::string name =
+                k.stages ? fmt::format("nt={} ksplit={} bulk {}x{} ksteps", k.nt, k.ksplit, k.stages, k.inflight)
+                         : fmt::format("nt={} ksplit={} regs {} ksteps", k.nt, k.ksplit, k.inflight);
             if (k.down_ksplit > 0) name += fmt::format(", down ksplit={}", k.down_ksplit);
+            if (k.mt > 1) name += fmt::format(", {} tiles per warp", k.mt);
             v.push_back({i, std::move(name)});
         }
         return v;

@@ -131,14 +131,17 @@ __device__ __forceinline__ int pair_of(const gemm_args &g, int e, int rr) {
 __host__ __device__ constexpr int stage_bytes(int u) {
     return u * (512 + 64);
 }
-__host__ __device__ constexpr int ring_smem_bytes(int u, int stages) {
-    return stages ? kWarps * stages * (stage_bytes(u) + 8) : 0;
+__host__ __device__ constexpr int ring_smem_bytes(int u, int stages, int mt) {
+    return stages ? kWarps * stages * (mt * stage_bytes(u) + 8) : 0;
 }
 
 // S = 0: each lane keeps U ksteps of its weights in flight in registers (a ring of 16-byte loads).
 // S > 0: lane 0 of each warp keeps S stages of U ksteps in flight with bulk copies into shared memory.
-template <bool GateUp, int NT, int KS, int U, int S>
+// MT > 1 (bulk ring only): each warp multiplies MT consecutive 16-row weight tiles with the same B fragments
+// (one B load and one chunk's bookkeeping per MT tiles' steps; MT independent dequant streams).
+template <bool GateUp, int NT, int KS, int U, int S, int MT>
 __global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(const gemm_args g) {
+    static_assert(MT == 1 || S > 0, "several tiles per warp need the bulk-copy ring");
     // Programmatic dependent launch. gate_up lets down launch only once it has waited for routing: down's CTAs
     // may then read the plan (and, with the bulk ring, issue their first weight copies) while gate_up's last
     // CTAs still run, and wait for gate_up's act rows only before their first activation load.
@@ -180,7 +183,7 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(const gemm_args g
     const int e = gp.e, tile0 = gp.tile0;
     const int count = g.counts[e];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, lg = lane / 4, lt = lane % 4;
-    const int tile = blockIdx.x * (kWarps / KS) + warp / KS, kpart = warp % KS;
+    const int tile = (blockIdx.x * (kWarps / KS) + warp / KS) * MT, kpart = warp % KS; // the warp's first tile
     const bool has_tile = tile < g.tiles;
 
     // B row of this lane (row lg of each 8-row token tile), offset to its 16-column block. A padding row (past
@@ -202,12 +205,15 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(const gemm_args g
 
     // Independent accumulator chains per token tile (4 / NT of them): consecutive mma on one accumulator wait
     // for each other (tens of cycles each), so with one token tile the four k-slices of a step go to four.
-    constexpr int kChains = 4 / NT;
-    float chain[NT][kChains][4];
+    constexpr int kChains = 4 / (NT * MT) > 0 ? 4 / (NT * MT) : 1;
+    float chain[MT][NT][kChains][4];
 #pragma unroll
-    for (int n = 0; n < NT; ++n)
+    for (int m = 0; m < MT; ++m)
 #pragma unroll
-        for (int c = 0; c < kChains; ++c) chain[n][c][0] = chain[n][c][1] = chain[n][c][2] = chain[n][c][3] = 0.0f;
+        for (int n = 0; n < NT; ++n)
+#pragma unroll
+            for (int c = 0; c < kChains; ++c)
+                chain[m][n][c][0] = chain[m][n][c][1] = chain[m][n][c][2] = chain[m][n][c][3] = 0.0f;
 
     const int k_begin = g.ksteps * kpart / KS, k_end = g.ksteps * (kpart + 1) / KS;
     const std::uint8_t *aq = g.wq + e * g.expert_q + (static_cast<std::size_t>(tile) * g.ksteps) * 512 + lane * 16;
@@ -228,8 +234,8 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(const gemm_args g
         }
     };
     uint4 bring[U][NT][2];
-    auto step = [&](const uint4 &qv, std::uint32_t codes, const uint4(&b)[NT][2]) {
-        mma_kstep<NT, kChains>(chain, qv, codes, b);
+    auto step = [&](const uint4 &qv, std::uint32_t codes, const uint4(&b)[NT][2]) { // register ring: MT = 1
+        mma_kstep<NT, kChains>(chain[0], qv, codes, b);
     };
 
     if constexpr (S == 0) {
@@ -260,7 +266,8 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(const gemm_args g
         }
     } else {
         extern __shared__ __align__(128) std::uint8_t ring_smem[];
-        constexpr int kStageQ = U * 512, kStage = stage_bytes(U);
+        // A stage: for each of the MT tiles, U steps of packed weights then their scale codes.
+        constexpr int kStageQ = U * 512, kStageM = stage_bytes(U), kStage = MT * kStageM;
         std::uint8_t *ring = ring_smem + warp * S * kStage;
         auto *bars = reinterpret_cast<std::uint64_t *>(ring_smem + kWarps * S * kStage) + warp * S;
         if (lane == 0)
@@ -269,12 +276,18 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(const gemm_args g
         __syncwarp();
         const std::uint8_t *tq = aq - lane * 16, *ts = as - lane * 2; // this tile's weights and codes
         const int chunks = (k_end - k_begin + U - 1) / U;
-        auto issue = [&](int c) { // lane 0
+        const int mt_valid = min(MT, g.tiles - tile); // tiles past the matrix (last warp) are not copied
+        auto issue = [&](int c) {                     // lane 0
             const int st = c % S, k = k_begin + c * U, n = min(U, k_end - k);
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); // our reads of the slot come first
-            mbar_expect_tx(&bars[st], static_cast<std::uint32_t>(n * (512 + 64)));
-            bulk_copy(ring + st * kStage, tq + static_cast<std::size_t>(k) * 512, n * 512, &bars[st]);
-            bulk_copy(ring + st * kStage + kStageQ, ts + static_cast<std::size_t>(k) * 64, n * 64, &bars[st]);
+            mbar_expect_tx(&bars[st], static_cast<std::uint32_t>(mt_valid * n * (512 + 64)));
+#pragma unroll
+            for (int m = 0; m < MT; ++m) {
+                if (m >= mt_valid) break;
+                const std::size_t tile_off = static_cast<std::size_t>(m) * g.ksteps; // tiles are K-step runs
+                bulk_copy(ring + st * kStage + m * kStageM, tq + (tile_off + k) * 512, n * 512, &bars[st]);
+                bulk_copy(ring + st * kStage + m * kStageM + kStageQ, ts + (tile_off + k) * 64, n * 64, &bars[st]);
+            }
         };
         // B runs P steps ahead (its own register ring, at most 4 deep however long a chunk is). A chunk whose
         // steps and prefetches all lie inside the data (warp-uniform test) loads B at constant offsets from one
@@ -293,11 +306,15 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(const gemm_args g
                 mbar_wait(&bars[st], static_cast<std::uint32_t>((c / S) & 1));
                 const std::uint8_t *buf = ring + st * kStage;
                 const int k0 = k_begin + c * U;
-                auto consume = [&](int u) {
-                    const uint4 qv = *reinterpret_cast<const uint4 *>(buf + u * 512 + lane * 16);
-                    const std::uint32_t codes =
-                        *reinterpret_cast<const unsigned short *>(buf + kStageQ + u * 64 + lane * 2);
-                    step(qv, codes, bring[u % P]);
+                auto consume = [&](int u) { // a tile past the matrix multiplies stale bytes, never stored
+#pragma unroll
+                    for (int m = 0; m < MT; ++m) {
+                        const std::uint8_t *bm = buf + m * kStageM;
+                        const uint4 qv = *reinterpret_cast<const uint4 *>(bm + u * 512 + lane * 16);
+                        const std::uint32_t codes =
+                            *reinterpret_cast<const unsigned short *>(bm + kStageQ + u * 64 + lane * 2);
+                        mma_kstep<NT, kChains>(chain[m], qv, codes, bring[u % P]);
+                    }
                 };
                 if (k0 + U + P <= k_full) { // a full chunk, prefetches inside the data: no checks
                     const std::uint16_t *bnext[NT];
@@ -323,97 +340,112 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(const gemm_args g
         }
     }
 
-    float acc[NT][4];
+    float acc[MT][NT][4];
 #pragma unroll
-    for (int n = 0; n < NT; ++n)
+    for (int m = 0; m < MT; ++m)
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            acc[n][i] = chain[n][0][i];
+        for (int n = 0; n < NT; ++n)
 #pragma unroll
-            for (int c = 1; c < kChains; ++c) acc[n][i] += chain[n][c][i];
-        }
+            for (int i = 0; i < 4; ++i) {
+                acc[m][n][i] = chain[m][n][0][i];
+#pragma unroll
+                for (int c = 1; c < kChains; ++c) acc[m][n][i] += chain[m][n][c][i];
+            }
 
     if constexpr (KS > 1) {
-        __shared__ float red[kWarps][NT * 4][32];
+        __shared__ float red[kWarps][MT * NT * 4][32];
         if (kpart != 0)
 #pragma unroll
-            for (int n = 0; n < NT; ++n)
+            for (int m = 0; m < MT; ++m)
 #pragma unroll
-                for (int i = 0; i < 4; ++i) red[warp][n * 4 + i][lane] = acc[n][i];
+                for (int n = 0; n < NT; ++n)
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) red[warp][(m * NT + n) * 4 + i][lane] = acc[m][n][i];
         __syncthreads();
         if (kpart != 0) return;
 #pragma unroll
         for (int p = 1; p < KS; ++p)
 #pragma unroll
-            for (int n = 0; n < NT; ++n)
+            for (int m = 0; m < MT; ++m)
 #pragma unroll
-                for (int i = 0; i < 4; ++i) acc[n][i] += red[warp + p][n * 4 + i][lane];
+                for (int n = 0; n < NT; ++n)
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) acc[m][n][i] += red[warp + p][(m * NT + n) * 4 + i][lane];
     }
     if (!has_tile) return;
 
-        // C fragment: acc[n][0..1] = row lg, tokens 2 lt, 2 lt + 1; acc[n][2..3] = row lg + 8, same tokens.
 #pragma unroll
-    for (int n = 0; n < NT; ++n)
+    for (int m = 0; m < MT; ++m) {
+        const int tm = tile + m;
+        if (tm >= g.tiles) break;
+            // C fragment: acc[m][n][0..1] = row lg, tokens 2 lt, 2 lt + 1; [2..3] = row lg + 8, same tokens.
 #pragma unroll
-        for (int c = 0; c < 2; ++c) {
-            const int rr = (tile0 + n) * 8 + 2 * lt + c;
-            if (rr >= count) continue;
-            if constexpr (GateUp) {
-                const int feature = tile * 8 + lg;
-                if (feature >= g.ld_act) continue;
-                const float gate = acc[n][c] * (g.gs0[e] * kPackedProductScale);
-                const float up = acc[n][2 + c] * (g.gs1[e] * kPackedProductScale);
-                g.act[static_cast<std::size_t>(gp.pad_row + rr) * g.ld_act + feature] =
-                    feature < g.inter ? silu_mul_bf16(gate, up) : std::uint16_t{0};
-            } else {
-                const int pair = pair_of(g, e, rr);
-                const float scale = g.gs0[e] * kPackedProductScale * g.topk_weights[pair];
-                const int row = tile * 16 + lg;
-                float *dst = g.partial + static_cast<std::size_t>(pair) * g.hidden;
-                if (row < g.hidden) dst[row] = acc[n][c] * scale;
-                if (row + 8 < g.hidden) dst[row + 8] = acc[n][2 + c] * scale;
+        for (int n = 0; n < NT; ++n)
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+                const int rr = (tile0 + n) * 8 + 2 * lt + c;
+                if (rr >= count) continue;
+                if constexpr (GateUp) {
+                    const int feature = tm * 8 + lg;
+                    if (feature >= g.ld_act) continue;
+                    const float gate = acc[m][n][c] * (g.gs0[e] * kPackedProductScale);
+                    const float up = acc[m][n][2 + c] * (g.gs1[e] * kPackedProductScale);
+                    g.act[static_cast<std::size_t>(gp.pad_row + rr) * g.ld_act + feature] =
+                        feature < g.inter ? silu_mul_bf16(gate, up) : std::uint16_t{0};
+                } else {
+                    const int pair = pair_of(g, e, rr);
+                    const float scale = g.gs0[e] * kPackedProductScale * g.topk_weights[pair];
+                    const int row = tm * 16 + lg;
+                    float *dst = g.partial + static_cast<std::size_t>(pair) * g.hidden;
+                    if (row < g.hidden) dst[row] = acc[m][n][c] * scale;
+                    if (row + 8 < g.hidden) dst[row + 8] = acc[m][n][2 + c] * scale;
+                }
             }
-        }
+    }
     if constexpr (!GateUp) {
         // Weighted combine, fused (decode_device::combine_tile). Lane i reports token row i of the group
-        // (8 NT <= 32 rows): one atomic round trip per warp.
+        // (8 NT <= 32 rows): one atomic round trip per warp and tile.
         const int rr = tile0 * 8 + lane;
         const int t = lane < 8 * NT && rr < count ? pair_of(g, e, rr) / g.slots : -1;
-        combine_tile(t, tile, g.tiles, g.slots, g.hidden, g.counters, g.partial, g.out);
+#pragma unroll
+        for (int m = 0; m < MT; ++m)
+            if (tile + m < g.tiles) combine_tile(t, tile + m, g.tiles, g.slots, g.hidden, g.counters, g.partial, g.out);
     }
 }
 
-template <bool GateUp, int NT, int KS, int U, int S>
+template <bool GateUp, int NT, int KS, int U, int S, int MT>
 cudaError_t launch_gemm(const gemm_args &g, int max_groups, cudaStream_t stream) {
-    const dim3 grid((g.tiles + kWarps / KS - 1) / (kWarps / KS), max_groups);
-    constexpr int smem = ring_smem_bytes(U, S);
+    constexpr int per_cta = kWarps / KS * MT; // weight tiles per CTA
+    const dim3 grid((g.tiles + per_cta - 1) / per_cta, max_groups);
+    constexpr int smem = ring_smem_bytes(U, S, MT);
     if constexpr (smem > 48 * 1024) { // once per instance: not a stream operation, fine during capture
-        static const cudaError_t set = cudaFuncSetAttribute(moe_gemm_kernel<GateUp, NT, KS, U, S>,
+        static const cudaError_t set = cudaFuncSetAttribute(moe_gemm_kernel<GateUp, NT, KS, U, S, MT>,
                                                             cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         if (set != cudaSuccess) return set;
     }
-    return launch_pdl(moe_gemm_kernel<GateUp, NT, KS, U, S>, grid, dim3(kWarps * 32), smem, 1, stream, g);
+    return launch_pdl(moe_gemm_kernel<GateUp, NT, KS, U, S, MT>, grid, dim3(kWarps * 32), smem, 1, stream, g);
 }
 
 } // namespace
 
 // The tactic table: (nt, ksplit, ksteps per load group, bulk-copy stages or 0 for the register ring[, ksplit
 // of the down GEMM]).
-const decode_tactic kDecodeTactics[] = {{1, 2, 2, 4},    {1, 1, 2, 4},    {1, 4, 2, 4},    {1, 2, 2, 8},
-                                        {2, 1, 2, 4},    {2, 2, 2, 4},    {4, 1, 2, 4},    {4, 2, 2, 4},
-                                        {1, 2, 4, 2},    {1, 1, 4, 2},    {1, 4, 4, 2},    {1, 2, 4, 4},
-                                        {2, 2, 4, 2},    {1, 2, 4, 0},    {1, 4, 4, 0},    {1, 2, 4, 2, 1},
-                                        {1, 1, 4, 2, 2}, {1, 4, 4, 2, 1}, {1, 4, 4, 2, 2}, {1, 2, 2, 4, 1},
-                                        {1, 1, 8, 2},    {1, 2, 8, 2},    {1, 2, 8, 2, 1}, {1, 1, 8, 3}};
+const decode_tactic kDecodeTactics[] = {
+    {1, 2, 2, 4},       {1, 1, 2, 4},      {1, 4, 2, 4}, {1, 2, 2, 8},    {2, 1, 2, 4},    {2, 2, 2, 4},
+    {4, 1, 2, 4},       {4, 2, 2, 4},      {1, 2, 4, 2}, {1, 1, 4, 2},    {1, 4, 4, 2},    {1, 2, 4, 4},
+    {2, 2, 4, 2},       {1, 2, 4, 0},      {1, 4, 4, 0}, {1, 2, 4, 2, 1}, {1, 1, 4, 2, 2}, {1, 4, 4, 2, 1},
+    {1, 4, 4, 2, 2},    {1, 2, 2, 4, 1},   {1, 1, 8, 2}, {1, 2, 8, 2},    {1, 2, 8, 2, 1}, {1, 1, 8, 3},
+    {1, 1, 4, 2, 0, 2}, {1, 2, 4, 2, 1, 2}};
 const int kDecodeTacticCount = static_cast<int>(std::size(kDecodeTactics));
 
 namespace {
 
 template <bool GateUp>
 cudaError_t dispatch(const gemm_args &g, int max_groups, decode_tactic t, cudaStream_t stream) {
-#define FP4MOE_DECODE_CASE(NT_, KS_, U_, S_)                                                                           \
-    if (t.nt == NT_ && t.ksplit == KS_ && t.inflight == U_ && t.stages == S_)                                          \
-        return launch_gemm<GateUp, NT_, KS_, U_, S_>(g, max_groups, stream);
+#define FP4MOE_DECODE_CASE_MT(NT_, KS_, U_, S_, MT_)                                                                   \
+    if (t.nt == NT_ && t.ksplit == KS_ && t.inflight == U_ && t.stages == S_ && t.mt == MT_)                           \
+        return launch_gemm<GateUp, NT_, KS_, U_, S_, MT_>(g, max_groups, stream);
+#define FP4MOE_DECODE_CASE(NT_, KS_, U_, S_) FP4MOE_DECODE_CASE_MT(NT_, KS_, U_, S_, 1)
     FP4MOE_DECODE_CASE(1, 2, 2, 4)
     FP4MOE_DECODE_CASE(1, 1, 2, 4)
     FP4MOE_DECODE_CASE(1, 4, 2, 4)
@@ -432,6 +464,9 @@ cudaError_t dispatch(const gemm_args &g, int max_groups, decode_tactic t, cudaSt
     FP4MOE_DECODE_CASE(1, 1, 8, 2)
     FP4MOE_DECODE_CASE(1, 2, 8, 2)
     FP4MOE_DECODE_CASE(1, 1, 8, 3)
+    FP4MOE_DECODE_CASE_MT(1, 1, 4, 2, 2)
+    FP4MOE_DECODE_CASE_MT(1, 2, 4, 2, 2)
+#undef FP4MOE_DECODE_CASE_MT
 #undef FP4MOE_DECODE_CASE
     return cudaErrorInvalidValue;
 }

@@ -57,6 +57,7 @@ struct decode_batch {
 /// A variant: `nt` token tiles of 8 per warp, `ksplit` warps sharing one weight tile's K; weights stream either
 /// through registers (`stages` = 0: each lane keeps `inflight` 64-wide K steps of loads in flight) or through a
 /// shared-memory ring of `stages` bulk copies of `inflight` K steps each (the copy engine; no registers held).
+/// `mt` > 1: each warp multiplies that many consecutive weight tiles with the same activations.
 /// `down_ksplit` > 0: the down GEMM (K = I, often much shorter than gate_up's K = H) splits K this many ways.
 /// Only the combinations in kDecodeTactics are compiled.
 struct decode_tactic {
@@ -65,6 +66,7 @@ struct decode_tactic {
     int inflight = 4;
     int stages = 0;
     int down_ksplit = 0;
+    int mt = 1; ///< 16-row weight tiles per warp (bulk ring only), sharing the B fragments
 };
 
 /// Every compiled tactic; index = the runner's tactic id.
