@@ -1,29 +1,15 @@
-// Device pieces shared by the cuda.decode kernels (moe_decode.cu: one launch per GEMM; moe_persist.cu: both
-// GEMMs in one persistent launch): streaming loads, the bf16 mma, bulk copies completing on mbarriers, one K step
-// of dequantize-and-multiply, and the down GEMM's fused weighted combine. CUDA-only header.
+// Device pieces of the cuda.decode kernels (moe_decode.cu): the bf16 mma, one K step of dequantize-and-multiply,
+// SiLU(gate) * up, and the down GEMM's fused weighted combine. CUDA-only header.
 #pragma once
 
 #include "kernels/mma_dequant.h"
+#include "kernels/ptx.cuh"
 
 #include <cuda_bf16.h>
 
 #include <cstdint>
 
 namespace fp4moe::cuda::decode_device {
-
-/// 16 bytes of a stream read once: not kept in L1.
-__device__ __forceinline__ uint4 load_stream(const void *p) {
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-    return v;
-}
-__device__ __forceinline__ std::uint32_t load_stream2(const void *p) {
-    unsigned short v;
-    asm volatile("ld.global.nc.L1::no_allocate.u16 %0, [%1];" : "=h"(v) : "l"(p));
-    return v;
-}
 
 __device__ __forceinline__ std::uint32_t hmul2(std::uint32_t a, std::uint32_t b) {
     std::uint32_t d;
@@ -38,42 +24,6 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], const std::uint32_t (&a)
                  "{%0,%1,%2,%3};"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// ---- bulk copies (sm_90): the copy engine streams chunks into shared memory, completing on an mbarrier, so the
-// bytes in flight do not cost registers.
-__device__ __forceinline__ std::uint32_t smem_addr(const void *p) {
-    return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void mbar_init(std::uint64_t *bar, int count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count));
-}
-/// Arrive once on `bar`, expecting `bytes` more of asynchronous copies in this phase.
-__device__ __forceinline__ void mbar_expect_tx(std::uint64_t *bar, std::uint32_t bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(std::uint64_t *bar, std::uint32_t parity) {
-    asm volatile("{\n"
-                 ".reg .pred p;\n"
-                 "WAIT_%=:\n"
-                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-                 "@!p bra WAIT_%=;\n"
-                 "}\n" ::"r"(smem_addr(bar)),
-                 "r"(parity)
-                 : "memory");
-}
-__device__ __forceinline__ void bulk_copy(void *dst, const void *src, std::uint32_t bytes, std::uint64_t *bar) {
-    asm volatile(
-        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(smem_addr(dst)),
-        "l"(src), "r"(bytes), "r"(smem_addr(bar))
-        : "memory");
-}
-__device__ __forceinline__ void prefetch_l2(const void *p, std::uint32_t bytes) {
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
-}
-/// Our generic-proxy reads of shared memory are ordered before the async proxy's next writes to it.
-__device__ __forceinline__ void fence_async_shared() {
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
 /// One 64-wide K step of a warp: the lane's four A fragments (one 16-byte word of packed E2M1 and its two scale

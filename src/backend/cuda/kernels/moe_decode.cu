@@ -19,6 +19,7 @@ namespace fp4moe::cuda {
 namespace {
 
 using namespace decode_device;
+using namespace ptx;
 
 constexpr int kWarps = 4; // warps per CTA
 constexpr int kMaxExperts = 1024;

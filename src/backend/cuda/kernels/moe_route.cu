@@ -7,6 +7,7 @@
 // runs sequentially over experts, as the CPU's does. The plan is integer work: a stable counting sort.
 #include "kernels/moe_route.h"
 #include "kernels/pdl.cuh"
+#include "kernels/ptx.cuh"
 
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
@@ -194,13 +195,7 @@ __global__ void __launch_bounds__(kTileThreads)
     }
 }
 
-__device__ __forceinline__ float4 load_stream_f4(const float *p) {
-    float4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.f32 {%0,%1,%2,%3}, [%4];"
-                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-                 : "l"(p));
-    return v;
-}
+using ptx::load_stream_f4;
 
 // Small T (<= 64, H % 4 == 0): split-K over a cluster of kSplitCluster CTAs, the router read exactly once.
 // Cluster y owns experts [8 y, 8 y + 8) for every token; CTA rank r of the cluster owns the r-th of 8 K chunks
