@@ -5,7 +5,9 @@
 //   gate_up   grid (16-row weight tiles / tiles per CTA, work-group bound): each CTA finds its work group (an
 //             expert and `nt` token tiles of 8 rows) from the device counts, dequantizes in registers, mma,
 //             SiLU(gate) * up in the epilogue (gate and up rows interleaved per tile), bf16 act rows.
-//   down      same shape over H rows; the epilogue applies the global scale and the router weight, writes an
+//   down      same shape over H rows (its CTAs look up their work and start their weight copies while gate_up
+//             finishes, and wait for gate_up only before reading act rows); the epilogue applies the global
+//             scale and the router weight, writes an
 //             fp32 row per (token, slot) pair, and the warp that completes a token's last pair for a 16-row tile
 //             (an atomic counter per token and tile) sums the slots in slot order into the bf16 output:
 //             the weighted combine is fused, and deterministic.
