@@ -7,10 +7,9 @@
 //             SiLU(gate) * up in the epilogue (gate and up rows interleaved per tile), bf16 act rows.
 //   down      same shape over H rows (its CTAs look up their work and start their weight copies while gate_up
 //             finishes, and wait for gate_up only before reading act rows); the epilogue applies the global
-//             scale and the router weight, writes an
-//             fp32 row per (token, slot) pair, and the warp that completes a token's last pair for a 16-row tile
-//             (an atomic counter per token and tile) sums the slots in slot order into the bf16 output:
-//             the weighted combine is fused, and deterministic.
+//             scale and the router weight, writes an fp32 row per (token, slot) pair, and the warp that
+//             completes a token's last pair for a 16-row tile (an atomic counter per token and tile) sums the
+//             slots in slot order into the bf16 output: the weighted combine is fused, and deterministic.
 // Everything runs on `stream` without host synchronization or allocation (graph-capturable). Grids come from
 // host upper bounds; blocks past the device-side group count exit at once.
 //
