@@ -963,6 +963,16 @@ cudaError_t moe_route_topk(const float *logits, const float *bias, int tokens, c
     return e != cudaSuccess ? e : cudaGetLastError();
 }
 
+namespace {
+// The masked layout's rows from a finished permuted plan: one grid over (row, expert), after the plan kernel.
+cudaError_t launch_masked_fill(const plan_buffers &out, int num_experts, int max_tokens, cudaStream_t stream) {
+    const dim3 grid(ceil_div(max_tokens, kMaskedThreads), num_experts);
+    return launch_pdl(moe_plan_masked_kernel, grid, dim3(kMaskedThreads), 0, 1, stream,
+                      static_cast<const std::int32_t *>(out.counts), static_cast<const std::int32_t *>(out.offsets),
+                      static_cast<const std::int32_t *>(out.perm), max_tokens, out.masked_pairs);
+}
+} // namespace
+
 cudaError_t moe_build_plan(const std::int32_t *ids, int tokens, int slots, int num_experts, int max_tokens,
                            const plan_buffers &out, cudaStream_t stream) {
     if (tokens < 0 || slots <= 0 || num_experts <= 0 || num_experts > kMaxPlanExperts || max_tokens < 0)
@@ -982,14 +992,8 @@ cudaError_t moe_build_plan(const std::int32_t *ids, int tokens, int slots, int n
     const cudaError_t e0 = launch_pdl(moe_plan_kernel, dim3(1), dim3(n_warps * 32), smem, 1, stream, ids, pairs,
                                       num_experts, seg, out.counts, out.offsets, out.perm, out.inv_perm);
     if (e0 != cudaSuccess) return e0;
-    if (out.masked_pairs != nullptr && max_tokens > 0) {
-        const dim3 grid(ceil_div(max_tokens, kMaskedThreads), num_experts);
-        const cudaError_t em =
-            launch_pdl(moe_plan_masked_kernel, grid, dim3(kMaskedThreads), 0, 1, stream,
-                       static_cast<const std::int32_t *>(out.counts), static_cast<const std::int32_t *>(out.offsets),
-                       static_cast<const std::int32_t *>(out.perm), max_tokens, out.masked_pairs);
-        if (em != cudaSuccess) return em;
-    }
+    if (out.masked_pairs != nullptr && max_tokens > 0)
+        if (auto em = launch_masked_fill(out, num_experts, max_tokens, stream); em != cudaSuccess) return em;
     return cudaGetLastError();
 }
 
@@ -1032,14 +1036,8 @@ cudaError_t moe_route_topk_plan(const float *logits, const float *bias, int toke
         e = launch_topk_plan<8>(logits, bias, tokens, r, ne, max_tokens, fill_masked, ids, weights, bad_token, out,
                                 stream);
     if (e != cudaSuccess) return e;
-    if (out.masked_pairs != nullptr && !fill_masked && max_tokens > 0) {
-        const dim3 grid(ceil_div(max_tokens, kMaskedThreads), ne);
-        const cudaError_t em =
-            launch_pdl(moe_plan_masked_kernel, grid, dim3(kMaskedThreads), 0, 1, stream,
-                       static_cast<const std::int32_t *>(out.counts), static_cast<const std::int32_t *>(out.offsets),
-                       static_cast<const std::int32_t *>(out.perm), max_tokens, out.masked_pairs);
-        if (em != cudaSuccess) return em;
-    }
+    if (out.masked_pairs != nullptr && !fill_masked && max_tokens > 0)
+        if (auto em = launch_masked_fill(out, ne, max_tokens, stream); em != cudaSuccess) return em;
     return cudaGetLastError();
 }
 
