@@ -189,6 +189,32 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(const gemm_args g
     const int tile = (blockIdx.x * (kWarps / KS) + warp / KS) * MT, kpart = warp % KS; // the warp's first tile
     const bool has_tile = tile < g.tiles;
 
+    // down's epilogue needs the (token, slot) pair of each accumulator row and of the lane's combine row, and the
+    // pairs' router weights: dependent global reads that would stall the warp for a few round trips after its
+    // last K step, holding its slot on the SM. The plan is complete when down starts (gate_up released it after
+    // waiting for routing), so the pairs are read now and the weights once the pairs have arrived (after the wait
+    // for gate_up below), both long done by the epilogue.
+    int ep_pair[NT][2], cmb_pair = -1;
+    float ep_weight[NT][2];
+    if constexpr (!GateUp) {
+#pragma unroll
+        for (int n = 0; n < NT; ++n)
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+                const int rr = (tile0 + n) * 8 + 2 * lt + c;
+                ep_pair[n][c] = rr < count ? pair_of(g, e, rr) : -1;
+            }
+        if (lane < 8 * NT && tile0 * 8 + lane < count) cmb_pair = pair_of(g, e, tile0 * 8 + lane);
+    }
+    auto load_epilogue_weights = [&] {
+        if constexpr (!GateUp)
+#pragma unroll
+            for (int n = 0; n < NT; ++n)
+#pragma unroll
+                for (int c = 0; c < 2; ++c) ep_weight[n][c] = ep_pair[n][c] >= 0 ? g.topk_weights[ep_pair[n][c]] : 0.0f;
+    };
+    if constexpr (S == 0) load_epilogue_weights(); // the register ring waited for gate_up at the top
+
     // B row of this lane (row lg of each 8-row token tile), offset to its 16-column block. A padding row (past
     // the expert's count) reads the group's first row instead: its token column is never stored, so no load
     // needs a guard in the K loop. Found after the first weight copies are issued (gate_up's rows need the
@@ -300,6 +326,7 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(const gemm_args g
         if (has_tile && lane == 0)
             for (int c = 0; c < S && c < chunks; ++c) issue(c);
         if constexpr (!GateUp) wait_for_previous_kernel(); // gate_up's act rows (and counters) from here on
+        load_epilogue_weights();
         if (has_tile) {
             find_rows();
 #pragma unroll
@@ -396,8 +423,8 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(const gemm_args g
                     g.act[static_cast<std::size_t>(gp.pad_row + rr) * g.ld_act + feature] =
                         feature < g.inter ? silu_mul_bf16(gate, up) : std::uint16_t{0};
                 } else {
-                    const int pair = pair_of(g, e, rr);
-                    const float scale = g.gs0[e] * kPackedProductScale * g.topk_weights[pair];
+                    const int pair = ep_pair[n][c];
+                    const float scale = g.gs0[e] * kPackedProductScale * ep_weight[n][c];
                     const int row = tm * 16 + lg;
                     float *dst = g.partial + static_cast<std::size_t>(pair) * g.hidden;
                     if (row < g.hidden) dst[row] = acc[m][n][c] * scale;
@@ -408,8 +435,7 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(const gemm_args g
     if constexpr (!GateUp) {
         // Weighted combine, fused (decode_device::combine_tile). Lane i reports token row i of the group
         // (8 NT <= 32 rows): one atomic round trip per warp and tile.
-        const int rr = tile0 * 8 + lane;
-        const int t = lane < 8 * NT && rr < count ? pair_of(g, e, rr) / g.slots : -1;
+        const int t = cmb_pair >= 0 ? cmb_pair / g.slots : -1;
 #pragma unroll
         for (int m = 0; m < MT; ++m)
             if (tile + m < g.tiles) combine_tile(t, tile + m, g.tiles, g.slots, g.hidden, g.counters, g.partial, g.out);
