@@ -172,7 +172,7 @@ public:
     // The SM clock drifts by several percent over a run (sustained HBM load, power limit; we may not pin it),
     // and a slow stretch can cover a whole measurement: every row is the better of two, each a per-layer
     // median over `iters` replays.
-    result<timing> measure_best(std::int64_t tokens, decode_tactic t, int warmup, int iters) {
+    result<timing> measure_best(std::int64_t tokens, gpu_tactic t, int warmup, int iters) {
         auto a = measure(tokens, t, warmup, iters);
         if (!a.ok()) return a;
         auto b = measure(tokens, t, warmup, iters);
@@ -183,7 +183,7 @@ public:
     }
 
     // Captures one graph of a forward per copy, replays it `iters` times; per-layer median.
-    result<timing> measure(std::int64_t tokens, decode_tactic t, int warmup, int iters) {
+    result<timing> measure(std::int64_t tokens, gpu_tactic t, int warmup, int iters) {
         cudaGraph_t g = nullptr;
         cudaGraphExec_t ge = nullptr;
         BENCH_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
@@ -234,15 +234,26 @@ result<moe_bench_report> run_moe_bench_cuda(const moe_bench_options &o) {
     const moe_desc &d = o.desc;
     if (auto st = d.validate(); !st.ok()) return st;
     if (device_count() == 0) return status{status_code::unsupported, "bench moe --device cuda: no CUDA device"};
-    auto runner = make_decode_runner();
-    for (const auto &name : o.runners)
-        if (name != runner->name())
-            return status{status_code::invalid_argument,
-                          fmt::format("unknown CUDA runner '{}' (available: {})", name, runner->name())};
+    // The runners this device runs: cuda.decode everywhere, cuda.grouped on sm_90 (Hopper).
     moe_device dev;
     dev.cuda = true, dev.cuda_device = 0;
-    if (!runner->supports(d, dev))
-        return status{status_code::unsupported, fmt::format("cuda.decode does not support {}", d.to_string())};
+    std::vector<std::pair<gpu_runner, std::unique_ptr<moe_runner>>> runners;
+    for (gpu_runner k : {gpu_runner::decode, gpu_runner::grouped}) {
+        auto r = make_gpu_runner(k);
+        const bool wanted = o.runners.empty() || std::find(o.runners.begin(), o.runners.end(), r->name()) != o.runners.end();
+        if (wanted && r->supports(d, dev)) runners.emplace_back(k, std::move(r));
+    }
+    for (const auto &name : o.runners)
+        if (name != "cuda.decode" && name != "cuda.grouped")
+            return status{status_code::invalid_argument,
+                          fmt::format("unknown CUDA runner '{}' (available: cuda.decode, cuda.grouped)", name)};
+    if (runners.empty())
+        return status{status_code::unsupported, fmt::format("no CUDA runner supports {} on this device", d.to_string())};
+    auto kind_of = [&](const moe_runner &r) {
+        for (const auto &[k, p] : runners)
+            if (p.get() == &r || p->name() == r.name()) return k;
+        return gpu_runner::decode;
+    };
     if (o.tokens.empty()) return status{status_code::invalid_argument, "no token counts given"};
 
     moe_bench_report rep;
@@ -264,28 +275,32 @@ result<moe_bench_report> run_moe_bench_cuda(const moe_bench_options &o) {
     int driver = 0;
     cudaDriverGetVersion(&driver);
     moe_tune_target target{dev, m.device, fmt::format("{}", driver)};
-    moe_timer timer = [&](const moe_desc &, const moe_runner &, const moe_tactic &t, std::int64_t tok,
+    moe_timer timer = [&](const moe_desc &, const moe_runner &r, const moe_tactic &t, std::int64_t tok,
                           double) -> result<double> {
-        auto tm = env.measure_best(tok, decode_tactic_of(t.id), 2, 10);
+        auto tm = env.measure_best(tok, {kind_of(r), t.id}, 2, 10);
         if (!tm.ok()) return tm.get_status();
         return tm.value().us;
     };
     moe_autotune_options topts = moe_autotune_options_from_env();
     if (!o.moe_runner.empty()) topts.runner = o.moe_runner;
-    moe_autotuner tuner({{runner.get(), true}}, target, timer, topts);
+    std::vector<moe_candidate> entries;
+    for (const auto &[k, r] : runners) entries.push_back({r.get(), true});
+    moe_autotuner tuner(entries, target, timer, topts);
 
     for (std::int64_t T : tokens) {
         const std::size_t first = rep.rows.size();
-        auto tactics = runner->tactics(d);
-        if (!o.all_tactics) tactics.resize(1);
-        for (const auto &t : tactics) {
-            moe_bench_row row{std::string(runner->name()), t.id, t.name, o.shape_name, T};
-            auto tm = env.measure_best(T, decode_tactic_of(t.id), o.warmup, std::max(o.iters, 20));
-            if (!tm.ok()) return tm.get_status();
-            row.us = tm.value().us, row.samples = tm.value().samples, row.bytes = tm.value().bytes;
-            row.flops = moe_block_cost(d, T, 0).flops;
-            moe_bench_fill_rates(row, m.bandwidth_gbps, m.peak_tflops);
-            rep.rows.push_back(row);
+        for (const auto &[kind, runner] : runners) {
+            auto tactics = runner->tactics(d);
+            if (!o.all_tactics) tactics.resize(1);
+            for (const auto &t : tactics) {
+                moe_bench_row row{std::string(runner->name()), t.id, t.name, o.shape_name, T};
+                auto tm = env.measure_best(T, {kind, t.id}, o.warmup, std::max(o.iters, 20));
+                if (!tm.ok()) return tm.get_status();
+                row.us = tm.value().us, row.samples = tm.value().samples, row.bytes = tm.value().bytes;
+                row.flops = moe_block_cost(d, T, 0).flops;
+                moe_bench_fill_rates(row, m.bandwidth_gbps, m.peak_tflops);
+                rep.rows.push_back(row);
+            }
         }
         if (!o.auto_row) continue;
         auto choice = tuner.choose(d, T);
@@ -296,8 +311,8 @@ result<moe_bench_report> run_moe_bench_cuda(const moe_bench_options &o) {
             continue;
         }
         row.tactic_id = choice.value().tactic.id;
-        row.tactic = fmt::format("{} [{}]", runner->name(), choice.value().tactic.name);
-        auto tm = env.measure_best(T, decode_tactic_of(row.tactic_id), o.warmup, std::max(o.iters, 20));
+        row.tactic = fmt::format("{} [{}]", choice.value().runner->name(), choice.value().tactic.name);
+        auto tm = env.measure_best(T, {kind_of(*choice.value().runner), row.tactic_id}, o.warmup, std::max(o.iters, 20));
         if (!tm.ok()) return tm.get_status();
         row.us = tm.value().us, row.samples = tm.value().samples, row.bytes = tm.value().bytes;
         row.flops = moe_block_cost(d, T, 0).flops;

@@ -1,6 +1,8 @@
-// The MoE layer on a CUDA device (moe_gpu.h): weight upload, the layer forward, the cuda.decode runner.
+// The MoE layer on a CUDA device (moe_gpu.h): weight upload, the layer forward, the cuda.decode and cuda.grouped
+// runners.
 #include "moe_gpu.h"
 
+#include "kernels/moe_grouped.h"
 #include "kernels/moe_route.h"
 #include "kernels/random_fill.h"
 #include "quant/mma_pack.h"
@@ -24,9 +26,10 @@ status cuda_error(cudaError_t e, const char *what) {
             fmt::format("{}: CUDA error {} ({})", what, cudaGetErrorName(e), cudaGetErrorString(e))};
 }
 
-// Device workspace of the layer forward: routing and plan first, then the runner's scratch.
+// Device workspace of the layer forward: routing and plan first, then the runners' scratch (one runs at a time,
+// so they share it).
 struct region {
-    std::size_t ids, weights, counts, offsets, perm, inv_perm, masked, logits, decode, total;
+    std::size_t ids, weights, counts, offsets, perm, inv_perm, masked, logits, runner, total;
 };
 region make_region(const moe_desc &d, std::int64_t max_tokens) {
     const std::size_t pairs = static_cast<std::size_t>(max_tokens * d.slots()), ne = d.total_experts();
@@ -40,9 +43,9 @@ region make_region(const moe_desc &d, std::int64_t max_tokens) {
     r.ids = take(4 * pairs), r.weights = take(4 * pairs), r.counts = take(4 * ne), r.offsets = take(4 * (ne + 1));
     r.perm = take(4 * pairs), r.inv_perm = take(4 * pairs), r.masked = take(4 * ne * max_tokens);
     r.logits = take(4 * static_cast<std::size_t>(max_tokens * d.experts));
-    r.decode =
-        take(moe_decode_workspace(static_cast<int>(d.hidden), static_cast<int>(d.intermediate), static_cast<int>(ne),
-                                  static_cast<int>(d.slots()), static_cast<int>(max_tokens)));
+    const int h = static_cast<int>(d.hidden), i = static_cast<int>(d.intermediate), e = static_cast<int>(ne);
+    const int k = static_cast<int>(d.slots()), t = static_cast<int>(max_tokens);
+    r.runner = take(std::max(moe_decode_workspace(h, i, e, k, t), moe_grouped_workspace(h, i, e, k, t)));
     r.total = off;
     return r;
 }
@@ -60,9 +63,13 @@ status check_desc(const moe_desc &d) {
     return status::success();
 }
 
+const char *runner_name(gpu_runner r) {
+    return r == gpu_runner::decode ? "cuda.decode" : "cuda.grouped";
+}
+
 // Runs the runner's kernels on a plan already in the workspace region.
-status run_decode(const moe_desc &d, const gpu_moe_weights &w, const bf16_t *x, bf16_t *out, std::int64_t tokens,
-                  std::int64_t max_tokens, void *ws, decode_tactic t, cudaStream_t stream) {
+status run_experts(const moe_desc &d, const gpu_moe_weights &w, const bf16_t *x, bf16_t *out, std::int64_t tokens,
+                   std::int64_t max_tokens, void *ws, gpu_tactic t, cudaStream_t stream) {
     const region r = make_region(d, max_tokens);
     decode_batch b;
     b.hidden = static_cast<int>(d.hidden), b.inter = static_cast<int>(d.intermediate);
@@ -74,26 +81,33 @@ status run_decode(const moe_desc &d, const gpu_moe_weights &w, const bf16_t *x, 
     b.topk_ids = at<std::int32_t>(ws, r.ids), b.topk_weights = at<float>(ws, r.weights);
     b.counts = at<std::int32_t>(ws, r.counts), b.offsets = at<std::int32_t>(ws, r.offsets);
     b.perm = at<std::int32_t>(ws, r.perm), b.masked_pairs = at<std::int32_t>(ws, r.masked);
-    b.workspace = at<void>(ws, r.decode);
-    if (auto e = moe_decode_run(w.decode(), b, t, stream); e != cudaSuccess) return cuda_error(e, "cuda.decode");
+    b.workspace = at<void>(ws, r.runner);
+    const cudaError_t e = t.runner == gpu_runner::decode ? moe_decode_run(w.decode(), b, kDecodeTactics[t.id], stream)
+                                                         : moe_grouped_run(w.decode(), b, kGroupedTactics[t.id], stream);
+    if (e != cudaSuccess) return cuda_error(e, runner_name(t.runner));
     return status::success();
 }
 
-class decode_runner final : public moe_runner {
+status check_tactic(gpu_tactic t) {
+    if (t.id < 0 || t.id >= gpu_tactic_count(t.runner))
+        return {status_code::invalid_argument, fmt::format("{}: no tactic {}", runner_name(t.runner), t.id)};
+    if (t.runner == gpu_runner::grouped && !moe_grouped_supported())
+        return {status_code::unsupported, "cuda.grouped: needs an sm_90 GPU (Hopper: wgmma and TMA)"};
+    return status::success();
+}
+
+// The two runners differ in name, tactics and the devices they accept; both take a host plan, upload it into
+// the workspace's plan region and run their kernels.
+class gpu_runner_impl final : public moe_runner {
 public:
-    std::string_view name() const override { return "cuda.decode"; }
-    bool supports(const moe_desc &d, const moe_device &dev) const override { return dev.cuda && check_desc(d).ok(); }
+    explicit gpu_runner_impl(gpu_runner kind) : kind_(kind) {}
+    std::string_view name() const override { return runner_name(kind_); }
+    bool supports(const moe_desc &d, const moe_device &dev) const override {
+        return dev.cuda && check_desc(d).ok() && (kind_ == gpu_runner::decode || moe_grouped_supported());
+    }
     std::vector<moe_tactic> tactics(const moe_desc &) const override {
         std::vector<moe_tactic> v;
-        for (int i = 0; i < decode_tactic_count(); ++i) {
-            const decode_tactic &k = kDecodeTactics[i];
-            std::string name =
-                k.stages ? fmt::format("nt={} ksplit={} bulk {}x{} ksteps", k.nt, k.ksplit, k.stages, k.inflight)
-                         : fmt::format("nt={} ksplit={} regs {} ksteps", k.nt, k.ksplit, k.inflight);
-            if (k.down_ksplit > 0) name += fmt::format(", down ksplit={}", k.down_ksplit);
-            if (k.mt > 1) name += fmt::format(", {} tiles per warp", k.mt);
-            v.push_back({i, std::move(name)});
-        }
+        for (int i = 0; i < gpu_tactic_count(kind_); ++i) v.push_back({i, gpu_tactic_name({kind_, i})});
         return v;
     }
     std::size_t workspace_size(const moe_desc &d, std::int64_t max_tokens) const override {
@@ -101,12 +115,13 @@ public:
     }
     status run(const moe_desc &d, const moe_args &a, const moe_plan &p, const moe_tactic &t,
                const moe_device &dev) const override {
+        const char *what = runner_name(kind_);
         if (auto st = check_desc(d); !st.ok()) return st;
-        if (!a.device_weights) return {status_code::invalid_argument, "cuda.decode: no device weights (moe_args)"};
-        if (t.id < 0 || t.id >= decode_tactic_count())
-            return {status_code::invalid_argument, fmt::format("cuda.decode: no tactic {}", t.id)};
+        if (!a.device_weights)
+            return {status_code::invalid_argument, fmt::format("{}: no device weights (moe_args)", what)};
+        if (auto st = check_tactic({kind_, t.id}); !st.ok()) return st;
         if (a.workspace_bytes < workspace_size(d, p.max_tokens))
-            return {status_code::invalid_argument, fmt::format("cuda.decode: workspace of {} bytes, needs {}",
+            return {status_code::invalid_argument, fmt::format("{}: workspace of {} bytes, needs {}", what,
                                                                a.workspace_bytes, workspace_size(d, p.max_tokens))};
         auto stream = static_cast<cudaStream_t>(dev.stream);
         const region r = make_region(d, p.max_tokens);
@@ -119,23 +134,39 @@ public:
              {up(r.ids, p.topk_ids.data(), 4 * pairs), up(r.weights, p.topk_weights.data(), 4 * pairs),
               up(r.counts, p.counts.data(), 4 * p.counts.size()), up(r.offsets, p.offsets.data(), 4 * p.offsets.size()),
               up(r.perm, p.perm.data(), 4 * pairs), up(r.masked, p.masked_pairs.data(), 4 * p.masked_pairs.size())})
-            if (e != cudaSuccess) return cuda_error(e, "cuda.decode: plan upload");
-        return run_decode(d, *static_cast<const gpu_moe_weights *>(a.device_weights), a.x, a.out, p.tokens,
-                          p.max_tokens, a.workspace, kDecodeTactics[t.id], stream);
+            if (e != cudaSuccess) return cuda_error(e, fmt::format("{}: plan upload", what).c_str());
+        return run_experts(d, *static_cast<const gpu_moe_weights *>(a.device_weights), a.x, a.out, p.tokens,
+                           p.max_tokens, a.workspace, {kind_, t.id}, stream);
     }
+
+private:
+    gpu_runner kind_;
 };
 
 } // namespace
 
-decode_tactic decode_tactic_of(int id) {
-    return kDecodeTactics[id];
-}
-int decode_tactic_count() {
-    return kDecodeTacticCount;
+int gpu_tactic_count(gpu_runner r) {
+    return r == gpu_runner::decode ? kDecodeTacticCount : kGroupedTacticCount;
 }
 
+std::string gpu_tactic_name(gpu_tactic t) {
+    if (t.runner == gpu_runner::grouped) {
+        const grouped_tactic &k = kGroupedTactics[t.id];
+        return fmt::format("bn={} stages={}", k.bn, k.stages);
+    }
+    const decode_tactic &k = kDecodeTactics[t.id];
+    std::string name = k.stages ? fmt::format("nt={} ksplit={} bulk {}x{} ksteps", k.nt, k.ksplit, k.stages, k.inflight)
+                                : fmt::format("nt={} ksplit={} regs {} ksteps", k.nt, k.ksplit, k.inflight);
+    if (k.down_ksplit > 0) name += fmt::format(", down ksplit={}", k.down_ksplit);
+    if (k.mt > 1) name += fmt::format(", {} tiles per warp", k.mt);
+    return name;
+}
+
+std::unique_ptr<moe_runner> make_gpu_runner(gpu_runner kind) {
+    return std::make_unique<gpu_runner_impl>(kind);
+}
 std::unique_ptr<moe_runner> make_decode_runner() {
-    return std::make_unique<decode_runner>();
+    return make_gpu_runner(gpu_runner::decode);
 }
 
 // ---- weights -------------------------------------------------------------------------------------------
@@ -254,8 +285,9 @@ std::size_t gpu_moe_forward_workspace(const moe_desc &d, std::int64_t max_tokens
 }
 
 status gpu_moe_forward(const moe_desc &d, const gpu_moe_weights &w, const bf16_t *x, bf16_t *out, std::int64_t tokens,
-                       std::int64_t max_tokens, void *ws, decode_tactic t, cudaStream_t stream) {
+                       std::int64_t max_tokens, void *ws, gpu_tactic t, cudaStream_t stream) {
     if (auto st = check_desc(d); !st.ok()) return st;
+    if (auto st = check_tactic(t); !st.ok()) return st;
     if (tokens < 0 || tokens > max_tokens)
         return {status_code::invalid_argument, fmt::format("cuda: {} tokens, capacity {}", tokens, max_tokens)};
     if (tokens == 0) return status::success();
@@ -290,7 +322,7 @@ status gpu_moe_forward(const moe_desc &d, const gpu_moe_weights &w, const bf16_t
                                       static_cast<int>(d.total_experts()), static_cast<int>(max_tokens), pb, stream)})
             if (e != cudaSuccess) return cuda_error(e, "cuda: MoE routing");
     }
-    return run_decode(d, w, x, out, tokens, max_tokens, ws, t, stream);
+    return run_experts(d, w, x, out, tokens, max_tokens, ws, t, stream);
 }
 
 result<std::vector<std::int32_t>> gpu_moe_counts(const moe_desc &d, std::int64_t max_tokens, const void *ws,

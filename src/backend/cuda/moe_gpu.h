@@ -1,17 +1,28 @@
-// The MoE layer on a CUDA device: weights uploaded in the runners' layout, the `cuda.decode` runner behind the
-// moe_runner interface, and the whole layer (router -> top-k -> plan -> experts -> combine) as one stream of
+// The MoE layer on a CUDA device: weights uploaded in the runners' layout, the `cuda.decode` and `cuda.grouped`
+// runners behind the moe_runner interface, and the whole layer (router -> top-k -> plan -> experts -> combine) as one stream of
 // kernels with no host synchronization, so it can be captured in a CUDA graph.
 #pragma once
 
 #include "fp4moe/moe.h"
 #include "kernels/moe_decode.h"
+#include "kernels/moe_grouped.h"
 
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 namespace fp4moe::cuda {
+
+/// The CUDA runners: `cuda.decode` (mma.sync, streams weights at the HBM limit; small batches) and
+/// `cuda.grouped` (sm_90 wgmma with TMA; large batches). Both read the same repacked weights.
+enum class gpu_runner { decode, grouped };
+/// A runner and one of its tactic ids.
+struct gpu_tactic {
+    gpu_runner runner = gpu_runner::decode;
+    int id = 0;
+};
 
 /// One layer's weights on the device: router (fp32), correction bias, and the experts (routed, then shared
 /// slots) repacked by mma_pack. Owns one device allocation.
@@ -47,23 +58,24 @@ private:
 std::size_t gpu_moe_forward_workspace(const moe_desc &d, std::int64_t max_tokens);
 
 /// The whole layer for `tokens` rows of x (device bf16 [T, H]) into out (device bf16 [T, H]) on `stream`:
-/// router logits, top-k per d.routing, plan (d.layout), cuda.decode with tactic `t`. No host sync, no
+/// router logits, top-k per d.routing, plan (d.layout), then runner `t.runner` with tactic `t.id`. No host sync, no
 /// allocation: capturable in a CUDA graph. Errors only for invalid arguments (checked before any launch) or a
 /// failed launch.
 status gpu_moe_forward(const moe_desc &d, const gpu_moe_weights &w, const bf16_t *x, bf16_t *out, std::int64_t tokens,
-                       std::int64_t max_tokens, void *workspace, decode_tactic t, cudaStream_t stream);
+                       std::int64_t max_tokens, void *workspace, gpu_tactic t, cudaStream_t stream);
 
 /// Reads the per-expert counts of the last forward from its workspace (synchronizes `stream`; for benchmark
 /// accounting of touched experts).
 result<std::vector<std::int32_t>> gpu_moe_counts(const moe_desc &d, std::int64_t max_tokens, const void *workspace,
                                                  cudaStream_t stream);
 
-/// The `cuda.decode` runner (tactics: nt x ksplit). run() takes a host plan (it uploads the routing, then runs
-/// the runner's kernels) and a.device_weights = gpu_moe_weights*; a.x, a.out, a.workspace on the device.
-std::unique_ptr<moe_runner> make_decode_runner();
+/// A CUDA runner. run() takes a host plan (it uploads the routing, then runs the runner's kernels) and
+/// a.device_weights = gpu_moe_weights*; a.x, a.out, a.workspace on the device.
+std::unique_ptr<moe_runner> make_gpu_runner(gpu_runner kind);
+std::unique_ptr<moe_runner> make_decode_runner(); ///< make_gpu_runner(gpu_runner::decode)
 
-/// The runner's tactic list, in tactic-id order.
-decode_tactic decode_tactic_of(int id);
-int decode_tactic_count();
+/// Tactics of a runner, in tactic-id order, and their names (as moe_runner::tactics lists them).
+int gpu_tactic_count(gpu_runner r);
+std::string gpu_tactic_name(gpu_tactic t);
 
 } // namespace fp4moe::cuda

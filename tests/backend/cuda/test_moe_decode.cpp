@@ -1,13 +1,15 @@
-// cuda.decode against the cpu.ref oracle (fp64): every routing rule, both layouts, T in {1, 2, 3, 7, 16, 64, 255,
-// 1024}, every tactic, experts with no tokens, one hot expert, K not a multiple of 64; outputs and workspace
-// poisoned before each run. The whole layer on the device (router -> top-k -> plan -> runner) against the same
-// oracle, and its CUDA graph replays. Fresh random layers each run (seed printed on failure).
+// cuda.decode and cuda.grouped against the cpu.ref oracle (fp64): every routing rule, both layouts, T in {1, 2, 3,
+// 7, 16, 64, 255, 1024} (cuda.grouped also 4096 and 16384), every tactic, experts with no tokens, one hot expert,
+// K not a multiple of 64; outputs and workspace poisoned before each run. The whole layer on the device (router
+// -> top-k -> plan -> runner) against the same oracle, and its CUDA graph replays, with each runner. Fresh
+// random layers each run (seed printed on failure).
 //
-// Tolerance: the runner rounds SiLU(gate) * up to bf16 before the down GEMM (cpu.ref keeps fp32) and both round
+// Tolerance: the runners round SiLU(gate) * up to bf16 before the down GEMM (cpu.ref keeps fp32) and both round
 // the output to bf16: each rounding is a relative error uniform in +-2^-9 (RMS 2^-9 / sqrt(3) = 1.1e-3), the
 // act rounding averages over I terms of random sign, so ||gpu - ref|| / ||ref|| ~ sqrt(3) x 1.1e-3 = 2e-3 at
-// worst with fp32 accumulation-order noise far below. 2^-8 = 3.9e-3 leaves a 2x margin; a wrong tile, scale or
-// row gives errors of order 1.
+// worst with fp32 accumulation-order noise far below (cuda.grouped also rounds each weighted slot row to bf16
+// before the sum: another 1.1e-3 / sqrt(slots)). 2^-8 = 3.9e-3 leaves a margin; a wrong tile, scale or row
+// gives errors of order 1.
 #include "../cpu/moe_case.h"
 #include "cuda_test_util.h"
 #include "device.h"
@@ -83,7 +85,7 @@ std::vector<float> run_gpu(const moe_runner &r, const moe_layer &L, const cuda::
     return f;
 }
 
-void check_all_tactics(const moe_desc &base, moe_layout layout, std::int64_t tokens, bool hot) {
+void check_all_tactics(cuda::gpu_runner kind, const moe_desc &base, moe_layout layout, std::int64_t tokens, bool hot) {
     moe_desc d = base;
     d.layout = layout;
     const std::uint32_t seed = fresh_seed();
@@ -104,7 +106,7 @@ void check_all_tactics(const moe_desc &base, moe_layout layout, std::int64_t tok
     const auto ref = run_poisoned(*oracle, *L, p, x, {0, "fp64"});
     auto w = cuda::gpu_moe_weights::upload(d, L->w);
     ASSERT_TRUE(w.ok()) << w.get_status().to_string();
-    auto r = cuda::make_decode_runner();
+    auto r = cuda::make_gpu_runner(kind);
     for (const auto &t : r->tactics(d)) {
         const auto got = run_gpu(*r, *L, *w.value(), p, x, t);
         EXPECT_EQ(first_non_finite(got), -1) << t.name;
@@ -112,29 +114,61 @@ void check_all_tactics(const moe_desc &base, moe_layout layout, std::int64_t tok
     }
 }
 
-class DecodeRunner : public ::testing::TestWithParam<std::tuple<int, moe_layout>> {};
+using rule_layout = std::tuple<int, moe_layout>;
 
-std::string rule_layout_name(const ::testing::TestParamInfo<std::tuple<int, moe_layout>> &info) {
+std::string rule_layout_name(const ::testing::TestParamInfo<rule_layout> &info) {
     static const char *const rules[] = {"qwen3_softmax", "glm_sigmoid_bias_shared", "deepseek_grouped"};
     return std::string(rules[std::get<0>(info.param)]) +
            (std::get<1>(info.param) == moe_layout::masked ? "_masked" : "_permuted");
 }
 
+moe_desc desc_of_rule(int rule) {
+    return rule == 0 ? qwen3_like() : rule == 1 ? glm_like() : deepseek_like();
+}
+
+class DecodeRunner : public ::testing::TestWithParam<rule_layout> {};
+
 TEST_P(DecodeRunner, MatchesOracleForEveryTokenCountAndTactic) {
     SKIP_WITHOUT_GPU();
     const auto [rule, layout] = GetParam();
-    const moe_desc d = rule == 0 ? qwen3_like() : rule == 1 ? glm_like() : deepseek_like();
-    for (std::int64_t T : {1, 2, 3, 7, 16, 64, 255, 1024}) check_all_tactics(d, layout, T, false);
+    for (std::int64_t T : {1, 2, 3, 7, 16, 64, 255, 1024})
+        check_all_tactics(cuda::gpu_runner::decode, desc_of_rule(rule), layout, T, false);
 }
 
 TEST_P(DecodeRunner, OneHotExpert) {
     SKIP_WITHOUT_GPU();
     const auto [rule, layout] = GetParam();
-    const moe_desc d = rule == 0 ? qwen3_like() : rule == 1 ? glm_like() : deepseek_like();
-    check_all_tactics(d, layout, 255, true);
+    check_all_tactics(cuda::gpu_runner::decode, desc_of_rule(rule), layout, 255, true);
 }
 
 INSTANTIATE_TEST_SUITE_P(Rules, DecodeRunner,
+                         ::testing::Combine(::testing::Values(0, 1, 2),
+                                            ::testing::Values(moe_layout::permuted, moe_layout::masked)),
+                         rule_layout_name);
+
+// cuda.grouped needs sm_90 (wgmma, TMA); on another GPU the runner says it does not support the device.
+#define SKIP_WITHOUT_HOPPER()                                                                                          \
+    do {                                                                                                               \
+        SKIP_WITHOUT_GPU();                                                                                            \
+        if (!cuda::moe_grouped_supported()) GTEST_SKIP() << "cuda.grouped needs an sm_90 (Hopper) GPU";               \
+    } while (0)
+
+class GroupedRunner : public ::testing::TestWithParam<rule_layout> {};
+
+TEST_P(GroupedRunner, MatchesOracleForEveryTokenCountAndTactic) {
+    SKIP_WITHOUT_HOPPER();
+    const auto [rule, layout] = GetParam();
+    for (std::int64_t T : {1, 2, 3, 7, 16, 64, 255, 1024, 4096, 16384})
+        check_all_tactics(cuda::gpu_runner::grouped, desc_of_rule(rule), layout, T, false);
+}
+
+TEST_P(GroupedRunner, OneHotExpert) {
+    SKIP_WITHOUT_HOPPER();
+    const auto [rule, layout] = GetParam();
+    check_all_tactics(cuda::gpu_runner::grouped, desc_of_rule(rule), layout, 1000, true);
+}
+
+INSTANTIATE_TEST_SUITE_P(Rules, GroupedRunner,
                          ::testing::Combine(::testing::Values(0, 1, 2),
                                             ::testing::Values(moe_layout::permuted, moe_layout::masked)),
                          rule_layout_name);
@@ -156,16 +190,34 @@ TEST(DecodeRunner, RefusesBf16AndMissingWeights) {
     EXPECT_NE(st.message().find("device weights"), std::string::npos) << st.message();
 }
 
+TEST(GroupedRunner, RefusesBadTacticAndMissingWeights) {
+    auto r = cuda::make_gpu_runner(cuda::gpu_runner::grouped);
+    EXPECT_EQ(r->name(), "cuda.grouped");
+    moe_desc d = glm_like();
+    EXPECT_FALSE(r->supports(d, moe_device{})); // not a CUDA device
+    moe_device gpu;
+    gpu.cuda = true;
+    moe_plan p(d, 1);
+    moe_args a;
+    status st = r->run(d, a, p, {0, ""}, gpu);
+    EXPECT_NE(st.message().find("device weights"), std::string::npos) << st.message();
+    int dummy = 0;
+    a.device_weights = &dummy;
+    st = r->run(d, a, p, {99, ""}, gpu);
+    EXPECT_NE(st.message().find("no tactic 99"), std::string::npos) << st.message();
+}
+
 // The whole layer on the device, routing included, against routing + cpu.ref on the CPU; then as a graph.
-TEST(DecodeLayer, DeviceRoutingAndGraphReplayMatchOracle) {
-    SKIP_WITHOUT_GPU();
+void check_layer(cuda::gpu_runner kind) {
+    const int tactics = cuda::gpu_tactic_count(kind);
     for (int rule = 0; rule < 3; ++rule)
         for (auto layout : {moe_layout::permuted, moe_layout::masked})
             for (std::int64_t T : {1, 7, 64}) {
                 moe_desc d = rule == 0 ? qwen3_like() : rule == 1 ? glm_like() : deepseek_like();
                 d.layout = layout;
                 const std::uint32_t seed = fresh_seed();
-                SCOPED_TRACE(::testing::Message() << d.to_string() << " T=" << T << " seed=" << seed);
+                SCOPED_TRACE(::testing::Message() << cuda::make_gpu_runner(kind)->name() << " " << d.to_string()
+                                                  << " T=" << T << " seed=" << seed);
                 auto L = random_layer(d, seed);
                 auto x = random_x(T, d.hidden, seed + 1);
                 moe_plan p = route(*L, x, T);
@@ -183,14 +235,14 @@ TEST(DecodeLayer, DeviceRoutingAndGraphReplayMatchOracle) {
                     FP4MOE_CUDA_CHECK(cudaMemset(ws.p, 0xFF, cuda::gpu_moe_forward_workspace(d, cap)));
                     if (pass == 0) {
                         const status st = cuda::gpu_moe_forward(d, *w.value(), dx.as<bf16_t>(), dout.as<bf16_t>(), T,
-                                                                cap, ws.p, cuda::decode_tactic_of(0), s);
+                                                                cap, ws.p, {kind, 0}, s);
                         ASSERT_TRUE(st.ok()) << st.to_string();
                     } else {
                         cudaGraph_t g;
                         cudaGraphExec_t ge;
                         FP4MOE_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
                         const status st = cuda::gpu_moe_forward(d, *w.value(), dx.as<bf16_t>(), dout.as<bf16_t>(), T,
-                                                                cap, ws.p, cuda::decode_tactic_of(4), s);
+                                                                cap, ws.p, {kind, 4 % tactics}, s);
                         FP4MOE_CUDA_CHECK(cudaStreamEndCapture(s, &g));
                         ASSERT_TRUE(st.ok()) << st.to_string();
                         FP4MOE_CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
@@ -211,6 +263,16 @@ TEST(DecodeLayer, DeviceRoutingAndGraphReplayMatchOracle) {
                 }
                 FP4MOE_CUDA_CHECK(cudaStreamDestroy(s));
             }
+}
+
+TEST(DecodeLayer, DeviceRoutingAndGraphReplayMatchOracle) {
+    SKIP_WITHOUT_GPU();
+    check_layer(cuda::gpu_runner::decode);
+}
+
+TEST(GroupedLayer, DeviceRoutingAndGraphReplayMatchOracle) {
+    SKIP_WITHOUT_HOPPER();
+    check_layer(cuda::gpu_runner::grouped);
 }
 
 } // namespace

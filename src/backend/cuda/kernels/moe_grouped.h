@@ -1,0 +1,52 @@
+// Launchers of the cuda.grouped MoE runner (sm90a/moe_grouped.cu): the prefill path. NVFP4 experts in the
+// mma_pack layout (the same bytes cuda.decode reads), bf16 activations, Hopper wgmma with the dequantized
+// weights as the register operand and the tokens as the shared-memory operand (TMA), fp32 accumulation.
+//
+// One run, after routing and the plan (moe_route.h) are on the device, five kernels chained with programmatic
+// dependent launches (no host synchronization, no allocation: graph-capturable):
+//   rows      one CTA: each expert's first row in the compact row order (exclusive scan of the counts; the
+//             permuted layout's own offsets, and the masked layout compacted the same way).
+//   gather    x rows -> xp [rows, K64] bf16 in expert order, each 64-wide K chunk permuted into the order the
+//             packed weights use (mma_pack.h: a lane's k16 slice q takes k = 16 t + 4 q + 2 u + c), so that
+//             one 128-byte TMA row serves all four k16 slices; and the (token, slot) pair of each row.
+//   gate_up   persistent: a producer warp streams 64-wide K chunks of BN token rows by TMA into a shared ring;
+//             two consumer warpgroups each own 64 weight rows (four 16-row tiles), load packed weights into
+//             registers, dequantize, and issue wgmma m64 x BN x k16; SiLU(gate) * up in the epilogue, written
+//             as bf16 act rows in the same permuted K order (down's B operand).
+//   down      the same kernel over H rows with K = I; the epilogue applies the global scale and the router
+//             weight and writes one bf16 row per (token, slot) pair.
+//   combine   each token's slot rows summed in slot order (fp32, deterministic) into the bf16 output; a token
+//             that routing refused (first id -1) gets NaN.
+// Host-includable: only cuda_runtime_api.h types; bf16 tensors are uint16 bit patterns.
+#pragma once
+
+#include "kernels/moe_decode.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+
+namespace fp4moe::cuda {
+
+/// A variant: `bn` token rows per tile (the wgmma N: 64, 128 or 256) and `stages` K chunks in the shared ring.
+struct grouped_tactic {
+    int bn = 128;
+    int stages = 4;
+};
+
+/// Every compiled tactic; index = the runner's tactic id.
+extern const grouped_tactic kGroupedTactics[];
+extern const int kGroupedTacticCount;
+
+/// Scratch bytes for batches up to `max_tokens` tokens (any tactic).
+std::size_t moe_grouped_workspace(int hidden, int inter, int num_experts, int slots, int max_tokens);
+
+/// True when the current device can run the runner's kernels (sm_90: wgmma and TMA as compiled here).
+bool moe_grouped_supported();
+
+/// Launches the five kernels on `stream`. cudaErrorInvalidValue (nothing launched) for bad sizes or an unknown
+/// tactic; cudaErrorNotSupported when the driver's tensor-map entry point is missing. T = 0 launches nothing.
+/// The batch's fields are those of cuda.decode (decode_batch).
+cudaError_t moe_grouped_run(const decode_weights &w, const decode_batch &b, grouped_tactic t, cudaStream_t stream);
+
+} // namespace fp4moe::cuda
