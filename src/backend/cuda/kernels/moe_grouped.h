@@ -10,11 +10,11 @@
 //             packed weights use (mma_pack.h: a lane's k16 slice q takes k = 16 t + 4 q + 2 u + c), so that
 //             one 128-byte TMA row serves all four k16 slices; and the (token, slot) pair of each row.
 //   gate_up   persistent: a producer warp streams 64-wide K chunks of BN token rows by TMA into a shared ring;
-//             two consumer warpgroups each own 64 weight rows (four 16-row tiles), load packed weights into
-//             registers, dequantize, and issue wgmma m64 x BN x k16; SiLU(gate) * up in the epilogue, written
-//             as bf16 act rows in the same permuted K order (down's B operand).
+//             two consumer warpgroups each own 64 mt weight rows (4 mt 16-row tiles), load packed weights into
+//             registers, dequantize, and issue wgmma m64 x BN x k16; SiLU(gate) * up in the epilogue, staged in
+//             shared memory and written as bf16 act rows in the same permuted K order (down's B operand).
 //   down      the same kernel over H rows with K = I; the epilogue applies the global scale and the router
-//             weight and writes one bf16 row per (token, slot) pair.
+//             weight and writes one fp32 row per (token, slot) pair.
 //   combine   each token's slot rows summed in slot order (fp32, deterministic) into the bf16 output; a token
 //             that routing refused (first id -1) gets NaN.
 // Host-includable: only cuda_runtime_api.h types; bf16 tensors are uint16 bit patterns.
@@ -28,10 +28,13 @@
 
 namespace fp4moe::cuda {
 
-/// A variant: `bn` token rows per tile (the wgmma N: 64, 128 or 256) and `stages` K chunks in the shared ring.
+/// A variant: `bn` token rows per tile (the wgmma N: 64, 128 or 256), `stages` K chunks in the shared ring, and
+/// `mt` m64 blocks of weight rows per consumer warpgroup (a CTA owns 128 mt weight rows: more rows share each
+/// token tile, halving its shared-memory and L2 traffic per MAC at mt = 2).
 struct grouped_tactic {
     int bn = 128;
     int stages = 4;
+    int mt = 1;
 };
 
 /// Every compiled tactic; index = the runner's tactic id.

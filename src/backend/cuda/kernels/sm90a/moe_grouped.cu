@@ -29,9 +29,8 @@ using namespace ptx;
 constexpr int kMaxExperts = 1024;
 constexpr int kConsumers = 2;                           // consumer warpgroups per CTA
 constexpr int kThreads = 128 * (1 + kConsumers);        // + the producer warpgroup
-constexpr int kRowsPerCta = 64 * kConsumers;            // weight rows: 16-row tiles per CTA = 8
-constexpr int kTilesPerCta = kRowsPerCta / 16;
 constexpr int kChunkBytesPerRow = 128;                  // one 64-wide K chunk of bf16
+constexpr int kPrefixInts = kMaxExperts + 4;            // the m-block prefix, padded to keep what follows 16-byte aligned
 
 __host__ __device__ constexpr std::size_t align256(std::size_t n) {
     return (n + 255) / 256 * 256;
@@ -51,7 +50,7 @@ inline layout make_layout(int hidden, int inter, int num_experts, int slots, int
     l.rowbase = off, off += align256(4 * static_cast<std::size_t>(num_experts + 1));
     l.pair_of_row = off, off += align256(4 * static_cast<std::size_t>(l.rows));
     const std::size_t xp = 2 * static_cast<std::size_t>(l.rows) * l.k64_hidden;
-    const std::size_t partial = 2 * static_cast<std::size_t>(l.rows) * hidden;
+    const std::size_t partial = 4 * static_cast<std::size_t>(l.rows) * hidden;
     l.xp = off, off += align256(std::max(xp, partial));
     l.act = off, off += align256(2 * static_cast<std::size_t>(l.rows) * l.k64_inter);
     l.total = off;
@@ -93,47 +92,52 @@ __global__ void __launch_bounds__(1024) rows_kernel(const std::int32_t *counts, 
 struct gather_args {
     const std::uint16_t *x;
     const std::int32_t *rowbase, *perm, *masked_pairs;
-    int num_experts, slots, max_tokens, hidden, k64, max_rows;
+    int num_experts, slots, max_tokens, hidden, k64;
     bool masked;
     std::uint16_t *xp;
     std::int32_t *pair_of_row;
 };
 
-// One thread per (row, 64-wide K chunk): reads the chunk's 32 words (pairs of bf16) and writes them in the
-// packed weights' K order. Output vector i (positions 8 i .. 8 i + 7 = slice q = i / 2, half u = i % 2) holds
-// real pairs 8 t + i for t = 0..3 (k = 16 t + 4 q + 2 u + c, mma_pack.h). K past H reads zeros.
+// One CTA per row; one thread per 16-byte output vector. Vector i of a 64-wide chunk (positions 8 i .. 8 i + 7:
+// slice q = i / 2, half u = i % 2) holds the chunk's words (bf16 pairs) 8 t + i for t = 0..3 (k = 16 t + 4 q +
+// 2 u + c, mma_pack.h): eight consecutive threads read 32 contiguous bytes per t, and the stores are contiguous.
+// K past H reads zeros.
 __global__ void __launch_bounds__(256) gather_kernel(gather_args a) {
     wait_for_previous_kernel();
     allow_next_kernel();
-    const int chunks = a.k64 / 64;
-    const long long idx = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
-    const int row = static_cast<int>(idx / chunks), chunk = static_cast<int>(idx % chunks);
-    if (row >= a.max_rows || row >= a.rowbase[a.num_experts]) return;
-    int pair;
-    if (!a.masked) {
-        pair = a.perm[row];
-    } else { // the expert whose compact range holds `row`: binary search over rowbase
-        int lo = 0, hi = a.num_experts - 1;
-        while (lo < hi) {
-            const int mid = (lo + hi + 1) / 2;
-            if (a.rowbase[mid] <= row) lo = mid;
-            else hi = mid - 1;
+    const int row = blockIdx.x;
+    __shared__ int s_pair;
+    if (threadIdx.x == 0) {
+        int pair = -1;
+        if (row < a.rowbase[a.num_experts]) {
+            if (!a.masked) {
+                pair = a.perm[row];
+            } else { // the expert whose compact range holds `row`: binary search over rowbase
+                int lo = 0, hi = a.num_experts - 1;
+                while (lo < hi) {
+                    const int mid = (lo + hi + 1) / 2;
+                    if (a.rowbase[mid] <= row) lo = mid;
+                    else hi = mid - 1;
+                }
+                pair = a.masked_pairs[static_cast<std::size_t>(lo) * a.max_tokens + (row - a.rowbase[lo])];
+            }
+            a.pair_of_row[row] = pair;
         }
-        pair = a.masked_pairs[static_cast<std::size_t>(lo) * a.max_tokens + (row - a.rowbase[lo])];
+        s_pair = pair;
     }
-    if (chunk == 0) a.pair_of_row[row] = pair;
-    const int token = pair / a.slots;
-    const std::uint16_t *src = a.x + static_cast<std::size_t>(token) * a.hidden + chunk * 64;
-    std::uint32_t w[32];
+    __syncthreads();
+    const int pair = s_pair;
+    if (pair < 0) return;
+    const auto *src = reinterpret_cast<const std::uint32_t *>(a.x + static_cast<std::size_t>(pair / a.slots) * a.hidden);
+    uint4 *dst = reinterpret_cast<uint4 *>(a.xp + static_cast<std::size_t>(row) * a.k64);
+    const int words = a.hidden / 2;
+    for (int v = threadIdx.x; v < a.k64 / 8; v += blockDim.x) {
+        const int base = (v / 8) * 32 + v % 8; // word 8 t + i of chunk v / 8
+        std::uint32_t w[4];
 #pragma unroll
-    for (int v = 0; v < 8; ++v) { // 8 bf16 per vector; H % 16 == 0, so a vector is all in or all out
-        uint4 q = make_uint4(0, 0, 0, 0);
-        if (chunk * 64 + 8 * v < a.hidden) q = *reinterpret_cast<const uint4 *>(src + 8 * v);
-        w[4 * v] = q.x, w[4 * v + 1] = q.y, w[4 * v + 2] = q.z, w[4 * v + 3] = q.w;
+        for (int t = 0; t < 4; ++t) w[t] = base + 8 * t < words ? src[base + 8 * t] : 0u;
+        dst[v] = make_uint4(w[0], w[1], w[2], w[3]);
     }
-    uint4 *dst = reinterpret_cast<uint4 *>(a.xp + static_cast<std::size_t>(row) * a.k64 + chunk * 64);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) dst[i] = make_uint4(w[i], w[8 + i], w[16 + i], w[24 + i]);
 }
 
 // ---- the grouped GEMM -------------------------------------------------------------------------------------
@@ -150,7 +154,7 @@ struct gemm_args {
     // down: partial rows per (token, slot) pair
     const std::int32_t *pair_of_row;
     const float *topk_weights;
-    std::uint16_t *partial;
+    float *partial;
     int hidden;
 };
 
@@ -172,7 +176,7 @@ __device__ __forceinline__ void set_max_regs_dec() {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(Regs));
 }
 
-// Work item w -> m-block (expert e, its m-th block of BN rows) and n-tile (kRowsPerCta weight rows), n fastest:
+// Work item w -> m-block (expert e, its m-th block of BN rows) and n-tile (the CTA's weight rows), n fastest:
 // CTAs running at once share token blocks (B from L2) and stream different weight rows.
 struct work {
     int e, row0, rows, ntile;
@@ -194,23 +198,42 @@ __device__ __forceinline__ work find_work(const int *mprefix, int num_experts, i
     return r;
 }
 
-template <int BN>
-constexpr int stage_bytes() {
-    return BN * kChunkBytesPerRow;
-}
-template <int BN, int ST>
+// Shared memory of one CTA: the B ring, its barriers, the m-block prefix, gate_up's staging tile (BN columns of
+// the CTA's act features, each padded by 16 bytes so that the four column pairs a warp writes at once fall in
+// different banks), and down's (token, slot) pair and scale per column.
+template <bool GateUp, int BN, int MT>
+struct cta_shape {
+    static constexpr int tiles = 4 * kConsumers * MT; // 16-row weight tiles per CTA
+    static constexpr int out_rows = 8 * tiles;        // gate_up: act features per column
+    static constexpr int col_bytes = GateUp ? 2 * out_rows + 16 : 0;
+    static constexpr int stage_bytes = BN * kChunkBytesPerRow;
+};
+template <bool GateUp, int BN, int ST, int MT>
 constexpr int smem_bytes() {
-    return 1024 /* alignment slack */ + ST * stage_bytes<BN>() + 2 * ST * 8 + 4 * (kMaxExperts + 1);
+    using C = cta_shape<GateUp, BN, MT>;
+    return 1024 /* alignment slack */ + ST * C::stage_bytes + 2 * ST * 8 + 4 * kPrefixInts + BN * C::col_bytes +
+           8 * BN;
 }
 
-template <bool GateUp, int BN, int ST>
+__device__ __forceinline__ void consumers_sync() { // the consumer warpgroups only (named barrier 1)
+    asm volatile("bar.sync 1, %0;" ::"n"(128 * kConsumers) : "memory");
+}
+
+// One persistent CTA: warpgroup 0 produces (one thread issues the TMA copies of B), warpgroups 1..kConsumers
+// consume. Consumer warpgroup c owns MT m64 blocks of weight rows: its warp w holds tiles (c MT + i) 4 + w.
+template <bool GateUp, int BN, int ST, int MT>
 __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_constant__ CUtensorMap b_map,
                                                                    const gemm_args g) {
+    using C = cta_shape<GateUp, BN, MT>;
     extern __shared__ std::uint8_t smem_raw[];
-    auto *ring = reinterpret_cast<std::uint8_t *>((reinterpret_cast<std::uintptr_t>(smem_raw) + 1023) & ~std::uintptr_t(1023));
-    auto *full = reinterpret_cast<std::uint64_t *>(ring + ST * stage_bytes<BN>());
+    auto *ring = reinterpret_cast<std::uint8_t *>((reinterpret_cast<std::uintptr_t>(smem_raw) + 1023) &
+                                                  ~std::uintptr_t(1023));
+    auto *full = reinterpret_cast<std::uint64_t *>(ring + ST * C::stage_bytes);
     std::uint64_t *empty = full + ST;
     int *mprefix = reinterpret_cast<int *>(empty + ST); // m-blocks before expert e
+    std::uint8_t *staging = reinterpret_cast<std::uint8_t *>(mprefix + kPrefixInts);
+    int *col_pair = reinterpret_cast<int *>(staging + BN * C::col_bytes);
+    float *col_scale = reinterpret_cast<float *>(col_pair + BN);
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     if (threadIdx.x == 0) {
@@ -244,7 +267,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_
         }
     }
     __syncthreads();
-    const int ntiles = (g.tiles + kTilesPerCta - 1) / kTilesPerCta;
+    const int ntiles = (g.tiles + C::tiles - 1) / C::tiles;
     const int total = mprefix[g.num_experts] * ntiles;
 
     if (warp < 4) { // producer warpgroup: one thread streams B chunks
@@ -255,109 +278,152 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_
             const work wk = find_work(mprefix, g.num_experts, w, ntiles, BN, g.rowbase, g.counts);
             for (int s = 0; s < g.ksteps; ++s) {
                 mbar_wait(&empty[stage], phase ^ 1);
-                mbar_expect_tx(&full[stage], stage_bytes<BN>());
-                tma_load_2d(ring + stage * stage_bytes<BN>(), &b_map, &full[stage], s * 64, wk.row0);
+                mbar_expect_tx(&full[stage], C::stage_bytes);
+                tma_load_2d(ring + stage * C::stage_bytes, &b_map, &full[stage], s * 64, wk.row0);
                 if (++stage == ST) stage = 0, phase ^= 1;
             }
         }
         return;
     }
 
-    // consumers: warpgroup c owns tiles 4 c .. 4 c + 3 of the CTA's n-tile; this warp one of them
     set_max_regs_inc<232>();
+    const int ctid = threadIdx.x - 128; // 0 .. 128 kConsumers - 1
     const int c = warp / 4 - 1, wq = warp % 4;
     const int g8 = lane / 4, t4 = lane % 4;
     int stage = 0, phase = 0;
-    float acc[BN / 2];
+    float acc[MT][BN / 2];
 #pragma unroll
-    for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
-    constexpr int P = 4; // K steps of weights in flight in registers
+    for (int m = 0; m < MT; ++m)
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) acc[m][i] = 0.0f;
+    constexpr int P = MT == 1 ? 4 : 2; // K steps of weights in flight in registers (per tile)
 
     for (int w = blockIdx.x; w < total; w += gridDim.x) {
         const work wk = find_work(mprefix, g.num_experts, w, ntiles, BN, g.rowbase, g.counts);
-        const int tile = wk.ntile * kTilesPerCta + 4 * c + wq;
-        const bool has_tile = tile < g.tiles;
-        const std::size_t tile_index = static_cast<std::size_t>(wk.e) * g.tiles + (has_tile ? tile : 0);
-        const std::uint8_t *qp = g.wq + tile_index * g.ksteps * 512 + lane * 16;
-        const std::uint8_t *sp = g.ws + tile_index * g.ksteps * 64 + lane * 2;
+        // down: this thread's output column's pair (its router weight is read once the pair has arrived)
+        int my_pair = -1;
+        if constexpr (!GateUp)
+            if (ctid < wk.rows) my_pair = g.pair_of_row[wk.row0 + ctid];
+        float my_weight = 0.0f;
 
-        uint4 qa[P];
-        std::uint32_t sa[P];
+        int tile[MT];
+        bool has_tile[MT];
+        const std::uint8_t *qp[MT], *sp[MT];
 #pragma unroll
-        for (int j = 0; j < P; ++j) {
-            qa[j] = make_uint4(0, 0, 0, 0), sa[j] = 0;
-            if (has_tile && j < g.ksteps) qa[j] = load_stream(qp + j * 512), sa[j] = load_stream2(sp + j * 64);
+        for (int m = 0; m < MT; ++m) {
+            tile[m] = wk.ntile * C::tiles + (c * MT + m) * 4 + wq;
+            has_tile[m] = tile[m] < g.tiles;
+            const std::size_t ti = static_cast<std::size_t>(wk.e) * g.tiles + (has_tile[m] ? tile[m] : 0);
+            qp[m] = g.wq + ti * g.ksteps * 512 + lane * 16;
+            sp[m] = g.ws + ti * g.ksteps * 64 + lane * 2;
         }
-        std::uint32_t afrag[4][4];
+        uint4 qa[MT][P];
+        std::uint32_t sa[MT][P];
+#pragma unroll
+        for (int m = 0; m < MT; ++m)
+#pragma unroll
+            for (int j = 0; j < P; ++j) {
+                qa[m][j] = make_uint4(0, 0, 0, 0), sa[m][j] = 0;
+                if (has_tile[m] && j < g.ksteps)
+                    qa[m][j] = load_stream(qp[m] + j * 512), sa[m][j] = load_stream2(sp[m] + j * 64);
+            }
+        std::uint32_t afrag[MT][4][4];
         for (int s0 = 0; s0 < g.ksteps; s0 += P) {
 #pragma unroll
             for (int j = 0; j < P; ++j) {
                 const int s = s0 + j;
                 if (s >= g.ksteps) break;
                 // dequantize step s into the register operand (the previous step's wgmma has completed)
-                const std::uint32_t sc_lo = scale_code_to_bf16x2<0>(sa[j]), sc_hi = scale_code_to_bf16x2<1>(sa[j]);
-                const std::uint32_t words[4] = {qa[j].x, qa[j].y, qa[j].z, qa[j].w};
 #pragma unroll
-                for (int q = 0; q < 4; ++q) {
-                    afrag[q][0] = hmul2(e2m1x2_to_bf16x2<0>(words[q]), sc_lo);
-                    afrag[q][1] = hmul2(e2m1x2_to_bf16x2<1>(words[q]), sc_hi);
-                    afrag[q][2] = hmul2(e2m1x2_to_bf16x2<2>(words[q]), sc_lo);
-                    afrag[q][3] = hmul2(e2m1x2_to_bf16x2<3>(words[q]), sc_hi);
+                for (int m = 0; m < MT; ++m) {
+                    const std::uint32_t sc_lo = scale_code_to_bf16x2<0>(sa[m][j]);
+                    const std::uint32_t sc_hi = scale_code_to_bf16x2<1>(sa[m][j]);
+                    const std::uint32_t words[4] = {qa[m][j].x, qa[m][j].y, qa[m][j].z, qa[m][j].w};
+#pragma unroll
+                    for (int q = 0; q < 4; ++q) {
+                        afrag[m][q][0] = hmul2(e2m1x2_to_bf16x2<0>(words[q]), sc_lo);
+                        afrag[m][q][1] = hmul2(e2m1x2_to_bf16x2<1>(words[q]), sc_hi);
+                        afrag[m][q][2] = hmul2(e2m1x2_to_bf16x2<2>(words[q]), sc_lo);
+                        afrag[m][q][3] = hmul2(e2m1x2_to_bf16x2<3>(words[q]), sc_hi);
+                    }
+                    if (has_tile[m] && s + P < g.ksteps)
+                        qa[m][j] = load_stream(qp[m] + (s + P) * 512), sa[m][j] = load_stream2(sp[m] + (s + P) * 64);
                 }
-                if (has_tile && s + P < g.ksteps)
-                    qa[j] = load_stream(qp + (s + P) * 512), sa[j] = load_stream2(sp + (s + P) * 64);
+                if constexpr (!GateUp)
+                    if (s == 0 && my_pair >= 0) my_weight = g.topk_weights[my_pair];
                 mbar_wait(&full[stage], phase);
-                const std::uint64_t desc = wgmma::desc_k_major_sw128(smem_addr(ring + stage * stage_bytes<BN>()));
+                const std::uint64_t desc = wgmma::desc_k_major_sw128(smem_addr(ring + stage * C::stage_bytes));
                 wgmma::fence();
 #pragma unroll
-                for (int q = 0; q < 4; ++q) wgmma::mma_rs<BN>(acc, afrag[q], desc + 2 * q, s > 0 || q > 0);
+                for (int q = 0; q < 4; ++q)
+#pragma unroll
+                    for (int m = 0; m < MT; ++m) wgmma::mma_rs<BN>(acc[m], afrag[m][q], desc + 2 * q, s > 0 || q > 0);
                 wgmma::commit();
                 // Depth 0: waiting for this step's wgmma before the next step's dequantization writes registers
-                // keeps ptxas from serializing every wgmma (C7513: it cannot tell the double-buffered fragments
-                // apart); the two consumer warpgroups still overlap each other's dequantization and MMA.
+                // keeps ptxas from serializing every wgmma (C7513: it cannot tell double-buffered fragments
+                // apart); the two consumer warpgroups overlap each other's dequantization and MMA.
                 wgmma::wait<0>();
                 if (lane == 0) mbar_arrive(&empty[stage]);
                 if (++stage == ST) stage = 0, phase ^= 1;
             }
         }
-        wgmma::fence_operands(acc);
+#pragma unroll
+        for (int m = 0; m < MT; ++m) wgmma::fence_operands(acc[m]);
 
-        if constexpr (GateUp) {
-            // rows g8 (gate) and g8 + 8 (up) of feature 8 tile + g8; act column in the permuted K order. A warp
-            // past the last tile still writes its columns (zeros): down reads all of K64, and 0 x NaN is NaN.
-            const int f = 8 * tile + g8, fl = f % 64;
-            const int pos = (f / 64) * 64 + 16 * ((fl % 16) / 4) + 8 * ((fl % 4) / 2) + 2 * (fl / 16) + fl % 2;
-            const float sg = g.gs0[wk.e] * kPackedProductScale, su = g.gs1[wk.e] * kPackedProductScale;
+        // Epilogue. gate_up stages its act values column by column in shared memory (they go to permuted
+        // positions), then stores each column's contiguous segment with 16-byte writes; down stores fp32 rows.
+        consumers_sync(); // the previous tile's epilogue is done with the staging tile and the column arrays
+        if constexpr (!GateUp) {
+            if (ctid < BN) col_pair[ctid] = my_pair, col_scale[ctid] = my_weight * g.gs0[wk.e] * kPackedProductScale;
+            consumers_sync();
+        }
 #pragma unroll
-            for (int j = 0; j < BN / 8; ++j)
+        for (int m = 0; m < MT; ++m) {
+            const int lt = (c * MT + m) * 4 + wq; // tile within the CTA
+            if constexpr (GateUp) {
+                // rows g8 (gate) and g8 + 8 (up) of feature 8 tile + g8, at its position in the permuted K order.
+                // A warp past the last tile writes zeros: down reads all of K64, and 0 x NaN would be NaN.
+                const int f = 8 * tile[m] + g8, fl = 8 * lt + g8, fc = fl % 64;
+                const int pos = (fl / 64) * 64 + 16 * ((fc % 16) / 4) + 8 * ((fc % 4) / 2) + 2 * (fc / 16) + fc % 2;
+                const float sg = g.gs0[wk.e] * kPackedProductScale, su = g.gs1[wk.e] * kPackedProductScale;
 #pragma unroll
-                for (int i = 0; i < 2; ++i) {
-                    const int col = 8 * j + 2 * t4 + i;
-                    if (col < wk.rows)
-                        g.act[static_cast<std::size_t>(wk.row0 + col) * g.k64_inter + pos] =
-                            has_tile && f < g.inter ? silu_mul_bf16(acc[4 * j + i] * sg, acc[4 * j + 2 + i] * su)
+                for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+                    for (int i = 0; i < 2; ++i) {
+                        const int col = 8 * j + 2 * t4 + i;
+                        const std::uint16_t v = has_tile[m] && f < g.inter
+                                                    ? silu_mul_bf16(acc[m][4 * j + i] * sg, acc[m][4 * j + 2 + i] * su)
                                                     : std::uint16_t{0};
-                }
-        } else {
-            if (!has_tile) continue;
-            const float sd = g.gs0[wk.e] * kPackedProductScale;
-            const int r0 = tile * 16 + g8;
-#pragma unroll
-            for (int j = 0; j < BN / 8; ++j)
-#pragma unroll
-                for (int i = 0; i < 2; ++i) {
-                    const int col = 8 * j + 2 * t4 + i;
-                    if (col >= wk.rows) continue;
-                    const int pair = g.pair_of_row[wk.row0 + col];
-                    const float scale = sd * g.topk_weights[pair];
-                    std::uint16_t *dst = g.partial + static_cast<std::size_t>(pair) * g.hidden;
-#pragma unroll
-                    for (int h = 0; h < 2; ++h) {
-                        const int r = r0 + 8 * h;
-                        const __nv_bfloat16 v = __float2bfloat16_rn(acc[4 * j + 2 * h + i] * scale);
-                        if (r < g.hidden) dst[r] = *reinterpret_cast<const std::uint16_t *>(&v);
+                        *reinterpret_cast<std::uint16_t *>(staging + col * C::col_bytes + 2 * pos) = v;
                     }
-                }
+            } else {
+                // fp32 rows (as cuda.decode: the combine sums unrounded slot rows). Lanes 4 g + t store rows
+                // g8 .. g8 + 7 of four columns: each store instruction fills four whole 32-byte sectors.
+#pragma unroll
+                for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+                    for (int i = 0; i < 2; ++i) {
+                        const int col = 8 * j + 2 * t4 + i;
+                        if (col >= wk.rows || !has_tile[m]) continue;
+                        float *dst = g.partial + static_cast<std::size_t>(col_pair[col]) * g.hidden;
+                        const float sc = col_scale[col];
+#pragma unroll
+                        for (int h = 0; h < 2; ++h) {
+                            const int r = 16 * tile[m] + g8 + 8 * h;
+                            if (r < g.hidden) dst[r] = acc[m][4 * j + 2 * h + i] * sc;
+                        }
+                    }
+            }
+        }
+        if constexpr (GateUp) { // copy-out: 16-byte vectors of each valid column's act segment
+            consumers_sync();
+            const int seg0 = wk.ntile * C::out_rows;                   // first act column of this CTA
+            const int vecs = min(C::out_rows, g.k64_inter - seg0) / 8; // k64_inter and seg0 are multiples of 64
+            for (int v = ctid; v < wk.rows * vecs; v += 128 * kConsumers) {
+                const int col = v / vecs, x = v % vecs;
+                const uint4 d = *reinterpret_cast<const uint4 *>(staging + col * C::col_bytes + 16 * x);
+                *reinterpret_cast<uint4 *>(g.act + static_cast<std::size_t>(wk.row0 + col) * g.k64_inter + seg0 + 8 * x) = d;
+            }
         }
     }
 }
@@ -365,8 +431,8 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_
 // ---- combine ----------------------------------------------------------------------------------------------
 
 // out[t][h..h+7] = sum over slots (in slot order, fp32) of the partial rows of pairs t * slots + s.
-__global__ void __launch_bounds__(256) combine_kernel(const std::uint16_t *partial, const std::int32_t *topk_ids,
-                                                      int tokens, int slots, int hidden, std::uint16_t *out) {
+__global__ void __launch_bounds__(256) combine_kernel(const float *partial, const std::int32_t *topk_ids, int tokens,
+                                                      int slots, int hidden, std::uint16_t *out) {
     wait_for_previous_kernel();
     allow_next_kernel();
     const int vecs = hidden / 8;
@@ -380,11 +446,10 @@ __global__ void __launch_bounds__(256) combine_kernel(const std::uint16_t *parti
     } else {
         float sum[8] = {};
         for (int s = 0; s < slots; ++s) {
-            const uint4 p = *reinterpret_cast<const uint4 *>(partial + (static_cast<std::size_t>(t) * slots + s) * hidden +
-                                                             8 * v);
-            const auto *pb = reinterpret_cast<const __nv_bfloat16 *>(&p);
-#pragma unroll
-            for (int i = 0; i < 8; ++i) sum[i] += __bfloat162float(pb[i]);
+            const float *src = partial + (static_cast<std::size_t>(t) * slots + s) * hidden + 8 * v;
+            const float4 a = load_stream_f4(src), b = load_stream_f4(src + 4);
+            sum[0] += a.x, sum[1] += a.y, sum[2] += a.z, sum[3] += a.w;
+            sum[4] += b.x, sum[5] += b.y, sum[6] += b.z, sum[7] += b.w;
         }
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
@@ -432,27 +497,36 @@ int sm_count() {
     return n;
 }
 
-template <bool GateUp, int BN, int ST>
-cudaError_t launch_gemm(const CUtensorMap &map, const gemm_args &g, int max_work, cudaStream_t stream) {
-    constexpr int smem = smem_bytes<BN, ST>();
-    static const cudaError_t set =
-        cudaFuncSetAttribute(grouped_gemm_kernel<GateUp, BN, ST>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+template <bool GateUp, int BN, int ST, int MT>
+cudaError_t launch_gemm(const CUtensorMap &map, const gemm_args &g, long long mblocks, cudaStream_t stream) {
+    constexpr int smem = smem_bytes<GateUp, BN, ST, MT>();
+    static_assert(smem <= 227 * 1024, "shared memory of a grouped tactic");
+    static const cudaError_t set = cudaFuncSetAttribute(grouped_gemm_kernel<GateUp, BN, ST, MT>,
+                                                        cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (set != cudaSuccess) return set;
-    const int grid = std::max(1, std::min(sm_count(), max_work));
-    return launch_pdl(grouped_gemm_kernel<GateUp, BN, ST>, dim3(grid), dim3(kThreads), smem, 1, stream, map, g);
+    constexpr int per_cta = cta_shape<GateUp, BN, MT>::tiles;
+    const long long work = mblocks * ((g.tiles + per_cta - 1) / per_cta);
+    const int grid = static_cast<int>(std::max<long long>(1, std::min<long long>(sm_count(), work)));
+    return launch_pdl(grouped_gemm_kernel<GateUp, BN, ST, MT>, dim3(grid), dim3(kThreads), smem, 1, stream, map, g);
 }
 
 template <bool GateUp>
-cudaError_t dispatch(const CUtensorMap &map, const gemm_args &g, int max_work, grouped_tactic t, cudaStream_t stream) {
-    if (t.bn == 64 && t.stages == 6) return launch_gemm<GateUp, 64, 6>(map, g, max_work, stream);
-    if (t.bn == 128 && t.stages == 5) return launch_gemm<GateUp, 128, 5>(map, g, max_work, stream);
-    if (t.bn == 256 && t.stages == 4) return launch_gemm<GateUp, 256, 4>(map, g, max_work, stream);
+cudaError_t dispatch(const CUtensorMap &map, const gemm_args &g, long long mblocks, grouped_tactic t,
+                     cudaStream_t stream) {
+#define FP4MOE_GROUPED_CASE(BN_, ST_, MT_)                                                                             \
+    if (t.bn == BN_ && t.stages == ST_ && t.mt == MT_) return launch_gemm<GateUp, BN_, ST_, MT_>(map, g, mblocks, stream);
+    FP4MOE_GROUPED_CASE(128, 5, 1)
+    FP4MOE_GROUPED_CASE(256, 4, 1)
+    FP4MOE_GROUPED_CASE(64, 6, 1)
+    FP4MOE_GROUPED_CASE(128, 4, 2)
+    FP4MOE_GROUPED_CASE(64, 6, 2)
+#undef FP4MOE_GROUPED_CASE
     return cudaErrorInvalidValue;
 }
 
 } // namespace
 
-const grouped_tactic kGroupedTactics[] = {{128, 5}, {256, 4}, {64, 6}};
+const grouped_tactic kGroupedTactics[] = {{128, 5, 1}, {256, 4, 1}, {64, 6, 1}, {128, 4, 2}, {64, 6, 2}};
 const int kGroupedTacticCount = static_cast<int>(std::size(kGroupedTactics));
 
 std::size_t moe_grouped_workspace(int hidden, int inter, int num_experts, int slots, int max_tokens) {
@@ -476,7 +550,7 @@ cudaError_t moe_grouped_run(const decode_weights &w, const decode_batch &b, grou
         w.tiles_down != (b.hidden + 15) / 16 || w.ksteps_down != (b.inter + 63) / 64)
         return cudaErrorInvalidValue;
     if (std::find_if(std::begin(kGroupedTactics), std::end(kGroupedTactics), [&](const grouped_tactic &k) {
-            return k.bn == t.bn && k.stages == t.stages;
+            return k.bn == t.bn && k.stages == t.stages && k.mt == t.mt;
         }) == std::end(kGroupedTactics))
         return cudaErrorInvalidValue;
     if (b.tokens == 0) return cudaSuccess;
@@ -498,10 +572,8 @@ cudaError_t moe_grouped_run(const decode_weights &w, const decode_batch &b, grou
     gather_args ga{};
     ga.x = b.x, ga.rowbase = rowbase, ga.perm = b.perm, ga.masked_pairs = b.masked_pairs;
     ga.num_experts = b.num_experts, ga.slots = b.slots, ga.max_tokens = b.max_tokens, ga.hidden = b.hidden;
-    ga.k64 = l.k64_hidden, ga.max_rows = rows, ga.masked = b.masked, ga.xp = xp, ga.pair_of_row = pair_of_row;
-    const long long gthreads = static_cast<long long>(rows) * (l.k64_hidden / 64);
-    if (auto e = launch_pdl(gather_kernel, dim3(static_cast<unsigned>((gthreads + 255) / 256)), dim3(256), 0, 1,
-                            stream, ga);
+    ga.k64 = l.k64_hidden, ga.masked = b.masked, ga.xp = xp, ga.pair_of_row = pair_of_row;
+    if (auto e = launch_pdl(gather_kernel, dim3(static_cast<unsigned>(rows)), dim3(256), 0, 1, stream, ga);
         e != cudaSuccess)
         return e;
 
@@ -511,25 +583,20 @@ cudaError_t moe_grouped_run(const decode_weights &w, const decode_batch &b, grou
     gemm_args g{};
     g.counts = b.counts, g.rowbase = rowbase, g.num_experts = b.num_experts;
     g.act = act, g.k64_inter = l.k64_inter, g.inter = b.inter;
-    g.pair_of_row = pair_of_row, g.topk_weights = b.topk_weights, g.partial = xp, g.hidden = b.hidden;
+    g.pair_of_row = pair_of_row, g.topk_weights = b.topk_weights, g.hidden = b.hidden;
+    g.partial = reinterpret_cast<float *>(xp);
 
     g.wq = w.gate_up_q, g.ws = w.gate_up_s, g.tiles = w.tiles_gu, g.ksteps = w.ksteps_gu;
     g.gs0 = w.gs_gate, g.gs1 = w.gs_up;
-    const long long work_gu = mblocks * ((w.tiles_gu + kTilesPerCta - 1) / kTilesPerCta);
-    if (auto e = dispatch<true>(map_x, g, static_cast<int>(std::min<long long>(work_gu, 1 << 30)), t, stream);
-        e != cudaSuccess)
-        return e;
+    if (auto e = dispatch<true>(map_x, g, mblocks, t, stream); e != cudaSuccess) return e;
 
     g.wq = w.down_q, g.ws = w.down_s, g.tiles = w.tiles_down, g.ksteps = w.ksteps_down;
     g.gs0 = w.gs_down, g.gs1 = nullptr;
-    const long long work_down = mblocks * ((w.tiles_down + kTilesPerCta - 1) / kTilesPerCta);
-    if (auto e = dispatch<false>(map_act, g, static_cast<int>(std::min<long long>(work_down, 1 << 30)), t, stream);
-        e != cudaSuccess)
-        return e;
+    if (auto e = dispatch<false>(map_act, g, mblocks, t, stream); e != cudaSuccess) return e;
 
     const long long cthreads = static_cast<long long>(b.tokens) * (b.hidden / 8);
     if (auto e = launch_pdl(combine_kernel, dim3(static_cast<unsigned>((cthreads + 255) / 256)), dim3(256), 0, 1,
-                            stream, static_cast<const std::uint16_t *>(xp), b.topk_ids, b.tokens, b.slots, b.hidden,
+                            stream, static_cast<const float *>(g.partial), b.topk_ids, b.tokens, b.slots, b.hidden,
                             b.out);
         e != cudaSuccess)
         return e;
