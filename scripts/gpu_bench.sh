@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
-# The H200 acceptance benchmark of the CUDA decode runner (issue 4), side by side with the PyTorch peer.
+# The H200 acceptance benchmark of the CUDA runners (issues 4 and 7), side by side with the PyTorch peer.
 # Run on the GPU machine after `scripts/gpu_test.sh build` here (carry build-gpu/). Writes into OUT_DIR
 # (default bench/results/h200): per shape the bench moe JSON/markdown, the peer's JSON, and the joined table.
 #   bash scripts/gpu_bench.sh [OUT_DIR] [TOKENS]
 set -euo pipefail
+# SHAPES (default: glm-4.5-air deepseek-v3 qwen3-30b-a3b) and BENCH_ARGS (extra bench moe flags) narrow a run.
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=${1:-$root/bench/results/h200}
 tokens=${2:-1,4,16,64}
 fp4moe=$root/build-gpu/tools/fp4moe
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader || true
-for shape in glm-4.5-air deepseek-v3 qwen3-30b-a3b; do
-    "$fp4moe" bench moe --device cuda --shape "$shape" --tokens "$tokens" \
+for shape in ${SHAPES:-glm-4.5-air deepseek-v3 qwen3-30b-a3b}; do
+    "$fp4moe" bench moe --device cuda --shape "$shape" --tokens "$tokens" ${BENCH_ARGS:-} \
         --json "$out/$shape.json" --md "$out/$shape.md" | tee "$out/$shape.txt"
     python3 "$root/bench/peers/torch_grouped_mm.py" --shape "$shape" --tokens "$tokens" \
         --json "$out/torch-$shape.json" > "$out/torch-$shape.log" 2>&1 || echo "torch peer failed: see $out/torch-$shape.log"

@@ -1,6 +1,7 @@
-// The NVFP4 weight layout of the CUDA MoE runners (cuda.decode): checkpoint matrices repacked at load time so
-// that one 16-byte load per lane yields the `mma.m16n8k16` A fragments of four 16x16 tiles, and block scales
-// re-encoded so that turning them into bf16 is one integer op.
+// The NVFP4 weight layout of the CUDA MoE runners (cuda.decode, cuda.grouped): checkpoint matrices repacked at
+// load time so that one 16-byte load per lane yields the `mma.m16n8k16` A fragments of four 16x16 tiles (which
+// are also wgmma's register-A fragments, four tiles per m64), and block scales re-encoded so that turning them
+// into bf16 is one integer op.
 //
 // Tiles: 16 weight rows x 64 K ("ksteps"). K is padded to a multiple of 64 and rows to a multiple of 16 with
 // zero weights. The mma sums over k, so any order of k shared by A and B gives the same product: within a

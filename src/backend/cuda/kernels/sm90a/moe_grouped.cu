@@ -5,8 +5,8 @@
 // the weights are dequantized to bf16 in registers and fed as wgmma's register operand (A = 64 weight rows per
 // warpgroup, exactly four of the packed 16-row tiles whose A fragments cuda.decode already uses), and the
 // tokens are the shared-memory operand B (N = BN rows, TMA with 128-byte swizzle). A producer warp keeps a
-// ring of K chunks in flight; while one consumer warpgroup dequantizes its next chunk the other's wgmma runs.
-// TMA cannot gather rows on sm_90, hence the gather kernel in front.
+// ring of K chunks in flight; each consumer warpgroup dequantizes chunk s while its wgmma of chunk s - 1 runs
+// (and the two warpgroups overlap each other). TMA cannot gather rows on sm_90, hence the gather kernel in front.
 #include "kernels/decode_device.cuh"
 #include "kernels/moe_grouped.h"
 #include "kernels/pdl.cuh"
@@ -296,7 +296,9 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_
     for (int m = 0; m < MT; ++m)
 #pragma unroll
         for (int i = 0; i < BN / 2; ++i) acc[m][i] = 0.0f;
-    constexpr int P = MT == 1 ? 4 : 2; // K steps of weights in flight in registers (per tile)
+    constexpr int P = 2; // K steps of weights in flight in registers (per tile)
+    // Depth-1 wgmma pipelining needs two fragment buffers; 2 x 128 accumulators leave no room for them.
+    constexpr bool kPipe = MT * BN <= 128 || BN == 256;
 
     for (int w = blockIdx.x; w < total; w += gridDim.x) {
         const work wk = find_work(mprefix, g.num_experts, w, ntiles, BN, g.rowbase, g.counts);
@@ -327,46 +329,61 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_
                 if (has_tile[m] && j < g.ksteps)
                     qa[m][j] = load_stream(qp[m] + j * 512), sa[m][j] = load_stream2(sp[m] + j * 64);
             }
-        std::uint32_t afrag[MT][4][4];
-        for (int s0 = 0; s0 < g.ksteps; s0 += P) {
+        // One K step: dequantize step s into fragment buffer B, wait for its B chunk, issue MT x 4 wgmma. Pipelined
+        // (depth 1): the previous step's wgmma may still run, it read the other buffer; once this step's are
+        // issued, wait for the previous step's and release its chunk. The main loop runs whole pairs of steps
+        // with no early exit, and the odd last step runs unpipelined after it: an early exit with a wgmma in
+        // flight, or more than one conditional step after the loop, makes ptxas serialize every wgmma of the
+        // kernel (C7513).
+        std::uint32_t afrag[kPipe ? 2 : 1][MT][4][4];
+        int prev_stage = -1;
+        auto kstep = [&]<int J, int B, bool Pipelined>(const int s) {
 #pragma unroll
-            for (int j = 0; j < P; ++j) {
-                const int s = s0 + j;
-                if (s >= g.ksteps) break;
-                // dequantize step s into the register operand (the previous step's wgmma has completed)
+            for (int m = 0; m < MT; ++m) {
+                const std::uint32_t sc_lo = scale_code_to_bf16x2<0>(sa[m][J]);
+                const std::uint32_t sc_hi = scale_code_to_bf16x2<1>(sa[m][J]);
+                const std::uint32_t words[4] = {qa[m][J].x, qa[m][J].y, qa[m][J].z, qa[m][J].w};
 #pragma unroll
-                for (int m = 0; m < MT; ++m) {
-                    const std::uint32_t sc_lo = scale_code_to_bf16x2<0>(sa[m][j]);
-                    const std::uint32_t sc_hi = scale_code_to_bf16x2<1>(sa[m][j]);
-                    const std::uint32_t words[4] = {qa[m][j].x, qa[m][j].y, qa[m][j].z, qa[m][j].w};
-#pragma unroll
-                    for (int q = 0; q < 4; ++q) {
-                        afrag[m][q][0] = hmul2(e2m1x2_to_bf16x2<0>(words[q]), sc_lo);
-                        afrag[m][q][1] = hmul2(e2m1x2_to_bf16x2<1>(words[q]), sc_hi);
-                        afrag[m][q][2] = hmul2(e2m1x2_to_bf16x2<2>(words[q]), sc_lo);
-                        afrag[m][q][3] = hmul2(e2m1x2_to_bf16x2<3>(words[q]), sc_hi);
-                    }
-                    if (has_tile[m] && s + P < g.ksteps)
-                        qa[m][j] = load_stream(qp[m] + (s + P) * 512), sa[m][j] = load_stream2(sp[m] + (s + P) * 64);
+                for (int q = 0; q < 4; ++q) {
+                    afrag[B][m][q][0] = hmul2(e2m1x2_to_bf16x2<0>(words[q]), sc_lo);
+                    afrag[B][m][q][1] = hmul2(e2m1x2_to_bf16x2<1>(words[q]), sc_hi);
+                    afrag[B][m][q][2] = hmul2(e2m1x2_to_bf16x2<2>(words[q]), sc_lo);
+                    afrag[B][m][q][3] = hmul2(e2m1x2_to_bf16x2<3>(words[q]), sc_hi);
                 }
-                if constexpr (!GateUp)
-                    if (s == 0 && my_pair >= 0) my_weight = g.topk_weights[my_pair];
-                mbar_wait(&full[stage], phase);
-                const std::uint64_t desc = wgmma::desc_k_major_sw128(smem_addr(ring + stage * C::stage_bytes));
-                wgmma::fence();
+                if (has_tile[m] && s + P < g.ksteps)
+                    qa[m][J] = load_stream(qp[m] + (s + P) * 512), sa[m][J] = load_stream2(sp[m] + (s + P) * 64);
+            }
+            if constexpr (!GateUp)
+                if (s == 0 && my_pair >= 0) my_weight = g.topk_weights[my_pair];
+            mbar_wait(&full[stage], phase);
+            const std::uint64_t desc = wgmma::desc_k_major_sw128(smem_addr(ring + stage * C::stage_bytes));
+            wgmma::fence();
 #pragma unroll
-                for (int q = 0; q < 4; ++q)
+            for (int q = 0; q < 4; ++q)
 #pragma unroll
-                    for (int m = 0; m < MT; ++m) wgmma::mma_rs<BN>(acc[m], afrag[m][q], desc + 2 * q, s > 0 || q > 0);
-                wgmma::commit();
-                // Depth 0: waiting for this step's wgmma before the next step's dequantization writes registers
-                // keeps ptxas from serializing every wgmma (C7513: it cannot tell double-buffered fragments
-                // apart); the two consumer warpgroups overlap each other's dequantization and MMA.
+                for (int m = 0; m < MT; ++m) wgmma::mma_rs<BN>(acc[m], afrag[B][m][q], desc + 2 * q, s > 0 || q > 0);
+            wgmma::commit();
+            if constexpr (Pipelined) {
+                wgmma::wait<1>();
+                if (prev_stage >= 0 && lane == 0) mbar_arrive(&empty[prev_stage]);
+                prev_stage = stage;
+            } else {
                 wgmma::wait<0>();
                 if (lane == 0) mbar_arrive(&empty[stage]);
-                if (++stage == ST) stage = 0, phase ^= 1;
             }
+            if (++stage == ST) stage = 0, phase ^= 1;
+        };
+        static_assert(P == 2, "the loop below runs pairs of steps");
+        int s0 = 0;
+        for (; s0 + 2 <= g.ksteps; s0 += 2) {
+            kstep.template operator()<0, 0, kPipe>(s0);
+            kstep.template operator()<1, kPipe ? 1 : 0, kPipe>(s0 + 1);
         }
+        if constexpr (kPipe) {
+            wgmma::wait<0>();
+            if (prev_stage >= 0 && lane == 0) mbar_arrive(&empty[prev_stage]);
+        }
+        if (s0 < g.ksteps) kstep.template operator()<0, 0, false>(s0);
 #pragma unroll
         for (int m = 0; m < MT; ++m) wgmma::fence_operands(acc[m]);
 
