@@ -128,15 +128,22 @@ __global__ void __launch_bounds__(256) gather_kernel(gather_args a) {
     __syncthreads();
     const int pair = s_pair;
     if (pair < 0) return;
-    const auto *src = reinterpret_cast<const std::uint32_t *>(a.x + static_cast<std::size_t>(pair / a.slots) * a.hidden);
-    uint4 *dst = reinterpret_cast<uint4 *>(a.xp + static_cast<std::size_t>(row) * a.k64);
-    const int words = a.hidden / 2;
-    for (int v = threadIdx.x; v < a.k64 / 8; v += blockDim.x) {
-        const int base = (v / 8) * 32 + v % 8; // word 8 t + i of chunk v / 8
-        std::uint32_t w[4];
+    const auto *__restrict__ src =
+        reinterpret_cast<const std::uint32_t *>(a.x + static_cast<std::size_t>(pair / a.slots) * a.hidden);
+    uint4 *__restrict__ dst = reinterpret_cast<uint4 *>(a.xp + static_cast<std::size_t>(row) * a.k64);
+    const int words = a.hidden / 2, vecs = a.k64 / 8;
+    constexpr int kVecs = 2; // vectors per thread per round: all their loads are issued before the stores
+    for (int v0 = threadIdx.x; v0 < vecs; v0 += kVecs * blockDim.x) {
+        std::uint32_t w[kVecs][4];
 #pragma unroll
-        for (int t = 0; t < 4; ++t) w[t] = base + 8 * t < words ? src[base + 8 * t] : 0u;
-        dst[v] = make_uint4(w[0], w[1], w[2], w[3]);
+        for (int u = 0; u < kVecs; ++u) {
+            const int v = v0 + u * blockDim.x, base = (v / 8) * 32 + v % 8; // word 8 t + i of chunk v / 8
+#pragma unroll
+            for (int t = 0; t < 4; ++t) w[u][t] = v < vecs && base + 8 * t < words ? src[base + 8 * t] : 0u;
+        }
+#pragma unroll
+        for (int u = 0; u < kVecs; ++u)
+            if (v0 + u * blockDim.x < vecs) dst[v0 + u * blockDim.x] = make_uint4(w[u][0], w[u][1], w[u][2], w[u][3]);
     }
 }
 
@@ -297,8 +304,9 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_
 #pragma unroll
         for (int i = 0; i < BN / 2; ++i) acc[m][i] = 0.0f;
     constexpr int P = 2; // K steps of weights in flight in registers (per tile)
-    // Depth-1 wgmma pipelining needs two fragment buffers; 2 x 128 accumulators leave no room for them.
-    constexpr bool kPipe = MT * BN <= 128 || BN == 256;
+    // Depth-1 wgmma pipelining needs two fragment buffers: with two m64 blocks per warpgroup (mt = 2) the
+    // registers spill (bn = 64, with the narrow-width loop copies) or do not fit (bn = 128); those run at depth 0.
+    constexpr bool kPipe = MT == 1;
 
     for (int w = blockIdx.x; w < total; w += gridDim.x) {
         const work wk = find_work(mprefix, g.num_experts, w, ntiles, BN, g.rowbase, g.counts);
@@ -337,7 +345,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_
         // kernel (C7513).
         std::uint32_t afrag[kPipe ? 2 : 1][MT][4][4];
         int prev_stage = -1;
-        auto kstep = [&]<int J, int B, bool Pipelined>(const int s) {
+        auto kstep = [&]<int J, int B, bool Pipelined, int NB>(const int s) {
 #pragma unroll
             for (int m = 0; m < MT; ++m) {
                 const std::uint32_t sc_lo = scale_code_to_bf16x2<0>(sa[m][J]);
@@ -361,7 +369,9 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_
 #pragma unroll
             for (int q = 0; q < 4; ++q)
 #pragma unroll
-                for (int m = 0; m < MT; ++m) wgmma::mma_rs<BN>(acc[m], afrag[B][m][q], desc + 2 * q, s > 0 || q > 0);
+                for (int m = 0; m < MT; ++m)
+                    wgmma::mma_rs<NB>(reinterpret_cast<float(&)[NB / 2]>(acc[m]), afrag[B][m][q], desc + 2 * q,
+                                      s > 0 || q > 0);
             wgmma::commit();
             if constexpr (Pipelined) {
                 wgmma::wait<1>();
@@ -374,16 +384,27 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_
             if (++stage == ST) stage = 0, phase ^= 1;
         };
         static_assert(P == 2, "the loop below runs pairs of steps");
-        int s0 = 0;
-        for (; s0 + 2 <= g.ksteps; s0 += 2) {
-            kstep.template operator()<0, 0, kPipe>(s0);
-            kstep.template operator()<1, kPipe ? 1 : 0, kPipe>(s0 + 1);
-        }
-        if constexpr (kPipe) {
-            wgmma::wait<0>();
-            if (prev_stage >= 0 && lane == 0) mbar_arrive(&empty[prev_stage]);
-        }
-        if (s0 < g.ksteps) kstep.template operator()<0, 0, false>(s0);
+        // The K loop for wgmma width NB: BN for full token blocks; an expert's last block, when partly filled,
+        // multiplies only the narrowest width that covers its rows (N in steps of 16 .. BN / 2), so padding
+        // columns cost no tensor-core time (at T = 4096 an expert of deepseek-v3 holds ~128 rows: with BN =
+        // 128 alone a third of the MMA work would be padding).
+        auto kloop = [&]<int NB>() {
+            int s0 = 0;
+            for (; s0 + 2 <= g.ksteps; s0 += 2) {
+                kstep.template operator()<0, 0, kPipe, NB>(s0);
+                kstep.template operator()<1, kPipe ? 1 : 0, kPipe, NB>(s0 + 1);
+            }
+            if constexpr (kPipe) {
+                wgmma::wait<0>();
+                if (prev_stage >= 0 && lane == 0) mbar_arrive(&empty[prev_stage]);
+            }
+            if (s0 < g.ksteps) kstep.template operator()<0, 0, false, NB>(s0);
+        };
+        if (BN > 16 && wk.rows <= 16) kloop.template operator()<16>();
+        else if (BN > 32 && wk.rows <= 32) kloop.template operator()<(BN > 32 ? 32 : BN)>();
+        else if (BN > 64 && wk.rows <= 64) kloop.template operator()<(BN > 64 ? 64 : BN)>();
+        else if (BN > 128 && wk.rows <= 128) kloop.template operator()<(BN > 128 ? 128 : BN)>();
+        else kloop.template operator()<BN>();
 #pragma unroll
         for (int m = 0; m < MT; ++m) wgmma::fence_operands(acc[m]);
 

@@ -1,6 +1,7 @@
 // wgmma (sm_90a) with the A operand in registers, bf16 x bf16 -> fp32, m64 x N x k16, B from shared memory
-// through a descriptor, for the token widths the grouped runner compiles (N = 64, 128, 256). The operand lists
-// are spelled out per N because inline PTX cannot expand them. CUDA-only header, sm_90a only.
+// through a descriptor, for the token widths the grouped runner compiles (N = 16, 32, 64, 128, 256; the narrow
+// ones for an expert's last, partly filled token block). The operand lists are spelled out per N because inline
+// PTX cannot expand them. CUDA-only header, sm_90a only.
 //
 // Register layouts (PTX ISA, "Register fragments and shared memory matrix layouts" for wgmma .m64nNk16):
 // A: warp w of the warpgroup holds rows 16 w .. 16 w + 15 in the mma.m16n8k16 A-fragment layout (lane 4 g + t:
@@ -44,6 +45,28 @@ __device__ __forceinline__ std::uint64_t desc_k_major_sw128(std::uint32_t smem_a
 template <int N>
 __device__ __forceinline__ void mma_rs(float (&d)[N / 2], const std::uint32_t (&a)[4], std::uint64_t b_desc,
                                        bool accumulate);
+
+template <>
+__device__ __forceinline__ void mma_rs<16>(float (&d)[8], const std::uint32_t (&a)[4], std::uint64_t b_desc,
+                                        bool accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
+                 "{%0,%1,%2,%3,%4,%5,%6,%7}, "
+                 "{%8,%9,%10,%11}, %12, p, 1, 1, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(static_cast<int>(accumulate)));
+}
+
+template <>
+__device__ __forceinline__ void mma_rs<32>(float (&d)[16], const std::uint32_t (&a)[4], std::uint64_t b_desc,
+                                        bool accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, "
+                 "{%16,%17,%18,%19}, %20, p, 1, 1, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(static_cast<int>(accumulate)));
+}
 
 template <>
 __device__ __forceinline__ void mma_rs<64>(float (&d)[32], const std::uint32_t (&a)[4], std::uint64_t b_desc,
