@@ -11,7 +11,8 @@ own run's measured bandwidth and peak, so bf16 bytes for the peer), % of the NVF
 shape and T (the fastest row whose runner starts with --peer, default "torch."; blank when there is none).
 
 The plot (matplotlib; skipped with a message when it is not importable) has µs vs T, % of own floor vs T
-and, when any row carries an NVFP4 floor, % of the NVFP4 floor vs T: one line per source/runner/tactic.
+and, when any row carries an NVFP4 floor, % of the NVFP4 floor vs T: one line per source/runner/tactic
+(--best-per-runner: one per runner, its fastest tactic at each T).
 Standard library only, apart from matplotlib for --plot.
 """
 import argparse
@@ -122,6 +123,24 @@ def markdown(sources, rows, peer_prefix, have_peer):
     return "\n".join(out) + "\n"
 
 
+def best_per_runner(rows):
+    """Per (source, shape, runner, T) only the fastest measured row: one line per runner in the plot."""
+    best = {}
+    for r in rows:
+        if not measured(r):
+            continue
+        key = (r["_src"], r["shape"], r["runner"], r["tokens"])
+        if key not in best or r["us"] < best[key]["us"]:
+            best[key] = r
+    out = []
+    for r in best.values():
+        r = dict(r)
+        if r["runner"] != "auto" and not r["runner"].startswith("torch."):
+            r["tactic_id"] = 0  # series_name: the runner alone
+        out.append(r)
+    return out
+
+
 def plot(sources, rows, path):
     try:
         import matplotlib
@@ -188,6 +207,8 @@ def main(argv=None):
     ap.add_argument("--md", required=True, help="markdown output")
     ap.add_argument("--plot", help="plot output (.png, .svg, .pdf); needs matplotlib")
     ap.add_argument("--peer", default="torch.", help="runner-name prefix of the peer rows (default: %(default)s)")
+    ap.add_argument("--best-per-runner", action="store_true",
+                    help="plot one line per runner (its fastest tactic at each T) instead of one per tactic")
     args = ap.parse_args(argv)
     sources, rows = load(args.json)
     have_peer = annotate(rows, args.peer)
@@ -197,7 +218,7 @@ def main(argv=None):
         f.write(text)
     print(f"join.py: {len(rows)} rows from {len(sources)} files -> {args.md}")
     if args.plot:
-        if plot(sources, rows, args.plot):
+        if plot(sources, best_per_runner(rows) if args.best_per_runner else rows, args.plot):
             print(f"join.py: plot -> {args.plot}")
     return 0
 

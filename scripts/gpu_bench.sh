@@ -8,7 +8,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=${1:-$root/bench/results/h200}
 tokens=${2:-1,4,16,64}
-fp4moe=$root/build-gpu/tools/fp4moe
+fp4moe=${FP4MOE:-$root/build-gpu/tools/fp4moe} # FP4MOE: another build of the binary
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader || true
 for shape in ${SHAPES:-glm-4.5-air deepseek-v3 qwen3-30b-a3b}; do
@@ -17,5 +17,5 @@ for shape in ${SHAPES:-glm-4.5-air deepseek-v3 qwen3-30b-a3b}; do
     python3 "$root/bench/peers/torch_grouped_mm.py" --shape "$shape" --tokens "$tokens" \
         --json "$out/torch-$shape.json" > "$out/torch-$shape.log" 2>&1 || echo "torch peer failed: see $out/torch-$shape.log"
     python3 "$root/bench/join.py" "$out/$shape.json" "$out/torch-$shape.json" --md "$out/joined-$shape.md" \
-        --plot "$out/joined-$shape.png" || true
+        --plot "$out/joined-$shape.png" --best-per-runner || true
 done
