@@ -111,7 +111,8 @@ void register_bench_moe(CLI::App &bench, command_registry &reg, int argc, char *
     cmd->add_option("--top-k", o->top_k, "Custom shape: experts per token k");
     cmd->add_option("--shared", o->shared, "Custom shape: shared-expert slots S (S > 0: sigmoid + bias routing)");
     cmd->add_option("--tokens", o->tokens, "Comma-separated token counts T")->capture_default_str();
-    cmd->add_option("--runners", o->runners, "'all' or comma-separated runner names (cpu.ref, cpu.fast; cuda.decode, cuda.grouped)")
+    cmd->add_option("--runners", o->runners,
+                    "'all' or comma-separated runner names (cpu.ref, cpu.fast; cuda.decode, cuda.grouped)")
         ->capture_default_str();
     cmd->add_option("--tactics", o->tactics, "'all' (a row per tactic) or 'default' (tactic 0 only)")
         ->check(CLI::IsMember({"all", "default"}))
@@ -128,7 +129,8 @@ void register_bench_moe(CLI::App &bench, command_registry &reg, int argc, char *
     cmd->add_option("--layout", o->layout, "Plan layout")
         ->check(CLI::IsMember({"permuted", "masked"}))
         ->capture_default_str();
-    cmd->add_option("--device", o->device, "Where to run: cpu (cpu.ref, cpu.fast) or cuda (cuda.decode, cuda.grouped, GPU 0)")
+    cmd->add_option("--device", o->device,
+                    "Where to run: cpu (cpu.ref, cpu.fast) or cuda (cuda.decode, cuda.grouped, GPU 0)")
         ->check(CLI::IsMember({"cpu", "cuda"}))
         ->capture_default_str();
     cmd->add_option("--threads", o->b.threads, "CPU threads (0 = all)")->capture_default_str();

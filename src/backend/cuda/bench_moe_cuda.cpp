@@ -240,7 +240,8 @@ result<moe_bench_report> run_moe_bench_cuda(const moe_bench_options &o) {
     std::vector<std::pair<gpu_runner, std::unique_ptr<moe_runner>>> runners;
     for (gpu_runner k : {gpu_runner::decode, gpu_runner::grouped}) {
         auto r = make_gpu_runner(k);
-        const bool wanted = o.runners.empty() || std::find(o.runners.begin(), o.runners.end(), r->name()) != o.runners.end();
+        const bool wanted =
+            o.runners.empty() || std::find(o.runners.begin(), o.runners.end(), r->name()) != o.runners.end();
         if (wanted && r->supports(d, dev)) runners.emplace_back(k, std::move(r));
     }
     for (const auto &name : o.runners)
@@ -248,7 +249,8 @@ result<moe_bench_report> run_moe_bench_cuda(const moe_bench_options &o) {
             return status{status_code::invalid_argument,
                           fmt::format("unknown CUDA runner '{}' (available: cuda.decode, cuda.grouped)", name)};
     if (runners.empty())
-        return status{status_code::unsupported, fmt::format("no CUDA runner supports {} on this device", d.to_string())};
+        return status{status_code::unsupported,
+                      fmt::format("no CUDA runner supports {} on this device", d.to_string())};
     auto kind_of = [&](const moe_runner &r) {
         for (const auto &[k, p] : runners)
             if (p.get() == &r || p->name() == r.name()) return k;
@@ -320,7 +322,8 @@ result<moe_bench_report> run_moe_bench_cuda(const moe_bench_options &o) {
         }
         row.tactic_id = choice.value().tactic.id;
         row.tactic = fmt::format("{} [{}]", choice.value().runner->name(), choice.value().tactic.name);
-        auto tm = env.measure_best(T, {kind_of(*choice.value().runner), row.tactic_id}, o.warmup, std::max(o.iters, 20));
+        auto tm =
+            env.measure_best(T, {kind_of(*choice.value().runner), row.tactic_id}, o.warmup, std::max(o.iters, 20));
         if (!tm.ok()) return tm.get_status();
         row.us = tm.value().us, row.samples = tm.value().samples, row.bytes = tm.value().bytes;
         row.flops = moe_block_cost(d, T, 0).flops;

@@ -1,5 +1,6 @@
 // `fp4moe bench moe --device cuda`: the whole MoE layer on the GPU (router, top-k, plan, cuda.decode or
-// cuda.grouped, combine) per runner, tactic and token count, timed by CUDA-graph replay, against the floor measured in the same run.
+// cuda.grouped, combine) per runner, tactic and token count, timed by CUDA-graph replay, against the floor measured in
+// the same run.
 //
 // Method (reference/benchmarks.md, .library METHOD.md): random NVFP4 weights generated on the device for
 // several layer copies (each its own router and bias), enough that the copies together are at least 8x the L2;
@@ -16,7 +17,8 @@
 namespace fp4moe::cuda {
 
 /// Runs the benchmark described by `o` on CUDA device 0 (o.desc must be NVFP4; o.runners empty or among
-/// "cuda.decode", "cuda.grouped"; the auto row tunes across the runners given). Errors: no GPU, unsupported desc, CUDA failures (named).
+/// "cuda.decode", "cuda.grouped"; the auto row tunes across the runners given). Errors: no GPU, unsupported desc, CUDA
+/// failures (named).
 result<moe_bench_report> run_moe_bench_cuda(const moe_bench_options &o);
 
 } // namespace fp4moe::cuda

@@ -82,8 +82,9 @@ status run_experts(const moe_desc &d, const gpu_moe_weights &w, const bf16_t *x,
     b.counts = at<std::int32_t>(ws, r.counts), b.offsets = at<std::int32_t>(ws, r.offsets);
     b.perm = at<std::int32_t>(ws, r.perm), b.masked_pairs = at<std::int32_t>(ws, r.masked);
     b.workspace = at<void>(ws, r.runner);
-    const cudaError_t e = t.runner == gpu_runner::decode ? moe_decode_run(w.decode(), b, kDecodeTactics[t.id], stream)
-                                                         : moe_grouped_run(w.decode(), b, kGroupedTactics[t.id], stream);
+    const cudaError_t e = t.runner == gpu_runner::decode
+                              ? moe_decode_run(w.decode(), b, kDecodeTactics[t.id], stream)
+                              : moe_grouped_run(w.decode(), b, kGroupedTactics[t.id], stream);
     if (e != cudaSuccess) return cuda_error(e, runner_name(t.runner));
     return status::success();
 }

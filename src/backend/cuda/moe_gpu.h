@@ -1,6 +1,6 @@
 // The MoE layer on a CUDA device: weights uploaded in the runners' layout, the `cuda.decode` and `cuda.grouped`
-// runners behind the moe_runner interface, and the whole layer (router -> top-k -> plan -> experts -> combine) as one stream of
-// kernels with no host synchronization, so it can be captured in a CUDA graph.
+// runners behind the moe_runner interface, and the whole layer (router -> top-k -> plan -> experts -> combine) as one
+// stream of kernels with no host synchronization, so it can be captured in a CUDA graph.
 #pragma once
 
 #include "fp4moe/moe.h"

@@ -150,7 +150,7 @@ INSTANTIATE_TEST_SUITE_P(Rules, DecodeRunner,
 #define SKIP_WITHOUT_HOPPER()                                                                                          \
     do {                                                                                                               \
         SKIP_WITHOUT_GPU();                                                                                            \
-        if (!cuda::moe_grouped_supported()) GTEST_SKIP() << "cuda.grouped needs an sm_90 (Hopper) GPU";               \
+        if (!cuda::moe_grouped_supported()) GTEST_SKIP() << "cuda.grouped needs an sm_90 (Hopper) GPU";                \
     } while (0)
 
 class GroupedRunner : public ::testing::TestWithParam<rule_layout> {};

@@ -14,8 +14,8 @@
 #include "kernels/sm90a/wgmma.cuh"
 
 #include <cuda.h>
-#include <cuda_bf16.h>
 #include <cudaTypedefs.h>
+#include <cuda_bf16.h>
 
 #include <algorithm>
 #include <iterator>
@@ -27,10 +27,10 @@ using namespace decode_device;
 using namespace ptx;
 
 constexpr int kMaxExperts = 1024;
-constexpr int kConsumers = 2;                           // consumer warpgroups per CTA
-constexpr int kThreads = 128 * (1 + kConsumers);        // + the producer warpgroup
-constexpr int kChunkBytesPerRow = 128;                  // one 64-wide K chunk of bf16
-constexpr int kPrefixInts = kMaxExperts + 4;            // the m-block prefix, padded to keep what follows 16-byte aligned
+constexpr int kConsumers = 2;                    // consumer warpgroups per CTA
+constexpr int kThreads = 128 * (1 + kConsumers); // + the producer warpgroup
+constexpr int kChunkBytesPerRow = 128;           // one 64-wide K chunk of bf16
+constexpr int kPrefixInts = kMaxExperts + 4;     // the m-block prefix, padded to keep what follows 16-byte aligned
 
 __host__ __device__ constexpr std::size_t align256(std::size_t n) {
     return (n + 255) / 256 * 256;
@@ -60,7 +60,8 @@ inline layout make_layout(int hidden, int inter, int num_experts, int slots, int
 // ---- rows and gather ------------------------------------------------------------------------------------
 
 // rowbase[e] = sum of counts[0 .. e): each expert's first row in the compact order (rowbase[NE] = rows in use).
-__global__ void __launch_bounds__(1024) rows_kernel(const std::int32_t *counts, int num_experts, std::int32_t *rowbase) {
+__global__ void __launch_bounds__(1024)
+    rows_kernel(const std::int32_t *counts, int num_experts, std::int32_t *rowbase) {
     wait_for_previous_kernel();
     allow_next_kernel();
     __shared__ int warp_sums[32];
@@ -116,8 +117,10 @@ __global__ void __launch_bounds__(256) gather_kernel(gather_args a) {
                 int lo = 0, hi = a.num_experts - 1;
                 while (lo < hi) {
                     const int mid = (lo + hi + 1) / 2;
-                    if (a.rowbase[mid] <= row) lo = mid;
-                    else hi = mid - 1;
+                    if (a.rowbase[mid] <= row)
+                        lo = mid;
+                    else
+                        hi = mid - 1;
                 }
                 pair = a.masked_pairs[static_cast<std::size_t>(lo) * a.max_tokens + (row - a.rowbase[lo])];
             }
@@ -150,9 +153,9 @@ __global__ void __launch_bounds__(256) gather_kernel(gather_args a) {
 // ---- the grouped GEMM -------------------------------------------------------------------------------------
 
 struct gemm_args {
-    const std::uint8_t *wq, *ws;       // packed weights and scale codes, experts contiguous
-    int tiles, ksteps;                 // 16-row tiles and 64-wide K steps per expert
-    const float *gs0, *gs1;            // global scales (gate_up: gate, up; down: down, unused)
+    const std::uint8_t *wq, *ws; // packed weights and scale codes, experts contiguous
+    int tiles, ksteps;           // 16-row tiles and 64-wide K steps per expert
+    const float *gs0, *gs1;      // global scales (gate_up: gate, up; down: down, unused)
     const std::int32_t *counts, *rowbase;
     int num_experts;
     // gate_up: act rows
@@ -194,8 +197,10 @@ __device__ __forceinline__ work find_work(const int *mprefix, int num_experts, i
     int lo = 0, hi = num_experts - 1; // last e with mprefix[e] <= mb
     while (lo < hi) {
         const int mid = (lo + hi + 1) / 2;
-        if (mprefix[mid] <= mb) lo = mid;
-        else hi = mid - 1;
+        if (mprefix[mid] <= mb)
+            lo = mid;
+        else
+            hi = mid - 1;
     }
     work r;
     r.e = lo, r.ntile = w % ntiles;
@@ -218,8 +223,7 @@ struct cta_shape {
 template <bool GateUp, int BN, int ST, int MT>
 constexpr int smem_bytes() {
     using C = cta_shape<GateUp, BN, MT>;
-    return 1024 /* alignment slack */ + ST * C::stage_bytes + 2 * ST * 8 + 4 * kPrefixInts + BN * C::col_bytes +
-           8 * BN;
+    return 1024 /* alignment slack */ + ST * C::stage_bytes + 2 * ST * 8 + 4 * kPrefixInts + BN * C::col_bytes + 8 * BN;
 }
 
 __device__ __forceinline__ void consumers_sync() { // the consumer warpgroups only (named barrier 1)
@@ -229,12 +233,12 @@ __device__ __forceinline__ void consumers_sync() { // the consumer warpgroups on
 // One persistent CTA: warpgroup 0 produces (one thread issues the TMA copies of B), warpgroups 1..kConsumers
 // consume. Consumer warpgroup c owns MT m64 blocks of weight rows: its warp w holds tiles (c MT + i) 4 + w.
 template <bool GateUp, int BN, int ST, int MT>
-__global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_constant__ CUtensorMap b_map,
-                                                                   const gemm_args g) {
+__global__ void __launch_bounds__(kThreads, 1)
+    grouped_gemm_kernel(const __grid_constant__ CUtensorMap b_map, const gemm_args g) {
     using C = cta_shape<GateUp, BN, MT>;
     extern __shared__ std::uint8_t smem_raw[];
-    auto *ring = reinterpret_cast<std::uint8_t *>((reinterpret_cast<std::uintptr_t>(smem_raw) + 1023) &
-                                                  ~std::uintptr_t(1023));
+    auto *ring =
+        reinterpret_cast<std::uint8_t *>((reinterpret_cast<std::uintptr_t>(smem_raw) + 1023) & ~std::uintptr_t(1023));
     auto *full = reinterpret_cast<std::uint64_t *>(ring + ST * C::stage_bytes);
     std::uint64_t *empty = full + ST;
     int *mprefix = reinterpret_cast<int *>(empty + ST); // m-blocks before expert e
@@ -400,11 +404,16 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_
             }
             if (s0 < g.ksteps) kstep.template operator()<0, 0, false, NB>(s0);
         };
-        if (BN > 16 && wk.rows <= 16) kloop.template operator()<16>();
-        else if (BN > 32 && wk.rows <= 32) kloop.template operator()<(BN > 32 ? 32 : BN)>();
-        else if (BN > 64 && wk.rows <= 64) kloop.template operator()<(BN > 64 ? 64 : BN)>();
-        else if (BN > 128 && wk.rows <= 128) kloop.template operator()<(BN > 128 ? 128 : BN)>();
-        else kloop.template operator()<BN>();
+        if (BN > 16 && wk.rows <= 16)
+            kloop.template operator()<16>();
+        else if (BN > 32 && wk.rows <= 32)
+            kloop.template operator()<(BN > 32 ? 32 : BN)>();
+        else if (BN > 64 && wk.rows <= 64)
+            kloop.template operator()<(BN > 64 ? 64 : BN)>();
+        else if (BN > 128 && wk.rows <= 128)
+            kloop.template operator()<(BN > 128 ? 128 : BN)>();
+        else
+            kloop.template operator()<BN>();
 #pragma unroll
         for (int m = 0; m < MT; ++m) wgmma::fence_operands(acc[m]);
 
@@ -460,7 +469,8 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_
             for (int v = ctid; v < wk.rows * vecs; v += 128 * kConsumers) {
                 const int col = v / vecs, x = v % vecs;
                 const uint4 d = *reinterpret_cast<const uint4 *>(staging + col * C::col_bytes + 16 * x);
-                *reinterpret_cast<uint4 *>(g.act + static_cast<std::size_t>(wk.row0 + col) * g.k64_inter + seg0 + 8 * x) = d;
+                *reinterpret_cast<uint4 *>(g.act + static_cast<std::size_t>(wk.row0 + col) * g.k64_inter + seg0 +
+                                           8 * x) = d;
             }
         }
     }
@@ -530,7 +540,8 @@ cudaError_t make_b_map(CUtensorMap &map, const std::uint16_t *base, int rows, in
 
 int sm_count() {
     int dev = 0, n = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
         return 132;
     return n;
 }
@@ -552,7 +563,8 @@ template <bool GateUp>
 cudaError_t dispatch(const CUtensorMap &map, const gemm_args &g, long long mblocks, grouped_tactic t,
                      cudaStream_t stream) {
 #define FP4MOE_GROUPED_CASE(BN_, ST_, MT_)                                                                             \
-    if (t.bn == BN_ && t.stages == ST_ && t.mt == MT_) return launch_gemm<GateUp, BN_, ST_, MT_>(map, g, mblocks, stream);
+    if (t.bn == BN_ && t.stages == ST_ && t.mt == MT_)                                                                 \
+        return launch_gemm<GateUp, BN_, ST_, MT_>(map, g, mblocks, stream);
     FP4MOE_GROUPED_CASE(128, 5, 1)
     FP4MOE_GROUPED_CASE(256, 4, 1)
     FP4MOE_GROUPED_CASE(64, 6, 1)
@@ -633,9 +645,9 @@ cudaError_t moe_grouped_run(const decode_weights &w, const decode_batch &b, grou
     if (auto e = dispatch<false>(map_act, g, mblocks, t, stream); e != cudaSuccess) return e;
 
     const long long cthreads = static_cast<long long>(b.tokens) * (b.hidden / 8);
-    if (auto e = launch_pdl(combine_kernel, dim3(static_cast<unsigned>((cthreads + 255) / 256)), dim3(256), 0, 1,
-                            stream, static_cast<const float *>(g.partial), b.topk_ids, b.tokens, b.slots, b.hidden,
-                            b.out);
+    if (auto e =
+            launch_pdl(combine_kernel, dim3(static_cast<unsigned>((cthreads + 255) / 256)), dim3(256), 0, 1, stream,
+                       static_cast<const float *>(g.partial), b.topk_ids, b.tokens, b.slots, b.hidden, b.out);
         e != cudaSuccess)
         return e;
     return cudaGetLastError();
