@@ -506,13 +506,16 @@ std::size_t moe_decode_workspace(int hidden, int inter, int num_experts, int slo
     return make_layout(hidden, inter, num_experts, slots, max_tokens).total;
 }
 
-cudaError_t moe_decode_run(const decode_weights &w, const decode_batch &b, decode_tactic t, cudaStream_t stream) {
+bool moe_batch_valid(const decode_weights &w, const decode_batch &b) {
     if (b.hidden <= 0 || b.inter <= 0 || b.hidden % 16 || b.inter % 16 || b.num_experts <= 0 ||
         b.num_experts >= kMaxExperts || b.slots <= 0 || b.tokens < 0 || b.tokens > b.max_tokens || !b.workspace)
-        return cudaErrorInvalidValue;
-    if (w.tiles_gu != (b.inter + 7) / 8 || w.ksteps_gu != (b.hidden + 63) / 64 ||
-        w.tiles_down != (b.hidden + 15) / 16 || w.ksteps_down != (b.inter + 63) / 64)
-        return cudaErrorInvalidValue;
+        return false;
+    return w.tiles_gu == (b.inter + 7) / 8 && w.ksteps_gu == (b.hidden + 63) / 64 &&
+           w.tiles_down == (b.hidden + 15) / 16 && w.ksteps_down == (b.inter + 63) / 64;
+}
+
+cudaError_t moe_decode_run(const decode_weights &w, const decode_batch &b, decode_tactic t, cudaStream_t stream) {
+    if (!moe_batch_valid(w, b)) return cudaErrorInvalidValue;
     if (b.tokens == 0) return cudaSuccess;
     const layout l = make_layout(b.hidden, b.inter, b.num_experts, b.slots, b.max_tokens);
     auto *base = static_cast<std::uint8_t *>(b.workspace);

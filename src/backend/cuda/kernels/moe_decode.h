@@ -70,6 +70,10 @@ struct decode_tactic {
     int mt = 1; ///< 16-row weight tiles per warp (bulk ring only), sharing the B fragments
 };
 
+/// Whether `w` and `b` describe a batch the CUDA runners accept: positive sizes, H and I multiples of 16, fewer
+/// than 1024 experts, T within the plan's capacity, a workspace, and weights tiled for this H and I.
+bool moe_batch_valid(const decode_weights &w, const decode_batch &b);
+
 /// Every compiled tactic; index = the runner's tactic id.
 extern const decode_tactic kDecodeTactics[];
 extern const int kDecodeTacticCount;

@@ -593,12 +593,7 @@ bool moe_grouped_supported() {
 }
 
 cudaError_t moe_grouped_run(const decode_weights &w, const decode_batch &b, grouped_tactic t, cudaStream_t stream) {
-    if (b.hidden <= 0 || b.inter <= 0 || b.hidden % 16 || b.inter % 16 || b.num_experts <= 0 ||
-        b.num_experts >= kMaxExperts || b.slots <= 0 || b.tokens < 0 || b.tokens > b.max_tokens || !b.workspace)
-        return cudaErrorInvalidValue;
-    if (w.tiles_gu != (b.inter + 7) / 8 || w.ksteps_gu != (b.hidden + 63) / 64 ||
-        w.tiles_down != (b.hidden + 15) / 16 || w.ksteps_down != (b.inter + 63) / 64)
-        return cudaErrorInvalidValue;
+    if (!moe_batch_valid(w, b)) return cudaErrorInvalidValue;
     if (std::find_if(std::begin(kGroupedTactics), std::end(kGroupedTactics), [&](const grouped_tactic &k) {
             return k.bn == t.bn && k.stages == t.stages && k.mt == t.mt;
         }) == std::end(kGroupedTactics))
