@@ -64,6 +64,28 @@ def main():
         except ImportError:
             check("skipping --plot" in p.stderr, "no message about the skipped plot")
 
+        # --best-per-runner: one series per runner, each point its fastest measured row at that T.
+        p2 = subprocess.run([sys.executable, os.path.join(src, "bench/join.py"), ours_path, peer_path, "--md",
+                             md_path + ".2", "--plot", plot_path + ".2.svg", "--best-per-runner"],
+                            capture_output=True, text=True)
+        check(p2.returncode == 0, f"join.py --best-per-runner exited {p2.returncode}: {p2.stderr}")
+        sys.path.insert(0, os.path.join(src, "bench"))
+        import join
+
+        _, all_rows = join.load([ours_path, peer_path])
+        best = join.best_per_runner(all_rows)
+        fastest = {}
+        for r in all_rows:
+            if join.measured(r):
+                k = (r["_src"], r["shape"], r["runner"], r["tokens"])
+                fastest[k] = min(fastest.get(k, float("inf")), r["us"])
+        check(len(best) == len(fastest), f"best_per_runner: {len(best)} rows for {len(fastest)} (runner, T) keys")
+        for r in best:
+            k = (r["_src"], r["shape"], r["runner"], r["tokens"])
+            check(r["us"] == fastest.get(k), f"best_per_runner kept {r['us']} for {k}, fastest {fastest.get(k)}")
+        check(len({join.series_name(r) for r in best}) == len({(r["_src"], r["runner"]) for r in best}),
+              "best_per_runner: more than one series per runner")
+
     # Meta of both sources.
     check(ours_path in md and peer_path in md, "source paths not listed")
     check(ours["meta"]["command"] in md, "our command line not listed")
