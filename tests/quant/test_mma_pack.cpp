@@ -3,6 +3,7 @@
 // against the checkpoint dequantization, padding left zero, and hand-computed fragment positions.
 #include "quant/mma_pack.h"
 
+#include "backend/cuda/kernels/grouped_layout.h"
 #include "backend/cuda/kernels/mma_dequant.h"
 
 #include "fp4moe/nvfp4.h"
@@ -159,6 +160,64 @@ TEST(MmaPack, KernelDequantizationOfEveryFragmentElement) {
                     ASSERT_EQ(got == 0.0f ? 0.0f : got, want == 0.0f ? 0.0f : want)
                         << "seed " << seed << " tile " << tile << " kstep " << ks << " row " << row << " k " << pk;
                 }
+}
+
+// cuda.grouped's token tiles (kernels/grouped_layout.h): the gather's permutation of a 64-wide K chunk puts
+// activation k at the position gate_up's epilogue computes, and a wgmma k-step over the permuted chunk with the
+// packed A fragments (read the way a warp of the warpgroup holds them: lane 4 g + t, word q, register 2 u + row
+// / 8, element c at mma-k 8 u + 2 t + c) is the dot product of the checkpoint rows with x.
+TEST(MmaPack, GroupedTokenLayoutFeedsTheFragmentsInOrder) {
+    namespace cu = fp4moe::cuda;
+    std::random_device rd;
+    const unsigned seed = rd();
+    std::mt19937 rng(seed);
+    const auto m = random_matrix(16, 64, rng);
+    auto p = mp::pack_rows(m.view(), "w");
+    ASSERT_TRUE(p.ok());
+    std::uniform_int_distribution<int> small(-64, 64);
+    float x[64];
+    for (float &v : x) v = static_cast<float>(small(rng)) / 16.0f; // exact in bf16
+    // The gather: 16-byte vector i of the permuted chunk holds, in its word w, the natural chunk's bf16 pair
+    // grouped_vector_source_pair(i, w).
+    float chunk[64];
+    for (int i = 0; i < 8; ++i)
+        for (int w = 0; w < 4; ++w)
+            for (int c = 0; c < 2; ++c) chunk[8 * i + 2 * w + c] = x[2 * cu::grouped_vector_source_pair(i, w) + c];
+    std::vector<int> seen(64, 0);
+    for (int k = 0; k < 64; ++k) {
+        const int pos = cu::grouped_k_position(k);
+        ASSERT_TRUE(pos >= 0 && pos < 64) << k;
+        ++seen[pos];
+        EXPECT_EQ(chunk[pos], x[k]) << "the epilogue's position of k " << k << " is not where the gather put it";
+    }
+    for (int pos = 0; pos < 64; ++pos) EXPECT_EQ(seen[pos], 1) << "position " << pos;
+    auto bf16_value = [](std::uint32_t pair, int half) {
+        const std::uint32_t bits = (half ? pair >> 16 : pair & 0xFFFF) << 16;
+        float f;
+        std::memcpy(&f, &bits, 4);
+        return f;
+    };
+    for (int row = 0; row < 16; ++row) {
+        double mma = 0.0, want = 0.0;
+        for (int q = 0; q < 4; ++q)
+            for (int mk = 0; mk < 16; ++mk) {
+                const int t = (mk % 8) / 2, u = mk / 8, c = mk % 2, lane = 4 * (row % 8) + t, reg = 2 * u + row / 8;
+                std::uint32_t w, codes = 0;
+                std::memcpy(&w, p.value().q.data() + lane * 16 + q * 4, 4);
+                std::memcpy(&codes, p.value().scales.data() + lane * 2, 2);
+                const std::uint32_t pair = reg == 0   ? cu::e2m1x2_to_bf16x2<0>(w)
+                                           : reg == 1 ? cu::e2m1x2_to_bf16x2<1>(w)
+                                           : reg == 2 ? cu::e2m1x2_to_bf16x2<2>(w)
+                                                      : cu::e2m1x2_to_bf16x2<3>(w);
+                const std::uint8_t code = static_cast<std::uint8_t>(codes >> (8 * (row / 8)));
+                const std::uint32_t sc =
+                    row < 8 ? cu::scale_code_to_bf16x2<0>(codes) : cu::scale_code_to_bf16x2<1>(codes);
+                const double a = code == 0 ? 0.0 : double(bf16_value(pair, c)) * bf16_value(sc, c);
+                mma += a * chunk[16 * q + mk];
+            }
+        for (int k = 0; k < 64; ++k) want += std::ldexp(double(checkpoint_value(m, row, k)), -14) * x[k];
+        EXPECT_NEAR(mma, want, 1e-9 * (1.0 + std::abs(want))) << "seed " << seed << " row " << row;
+    }
 }
 
 TEST(MmaPack, ZeroAndNegativeScales) {

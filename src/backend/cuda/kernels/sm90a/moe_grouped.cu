@@ -8,6 +8,7 @@
 // ring of K chunks in flight; each consumer warpgroup dequantizes chunk s while its wgmma of chunk s - 1 runs
 // (and the two warpgroups overlap each other). TMA cannot gather rows on sm_90, hence the gather kernel in front.
 #include "kernels/decode_device.cuh"
+#include "kernels/grouped_layout.h"
 #include "kernels/moe_grouped.h"
 #include "kernels/pdl.cuh"
 #include "kernels/ptx.cuh"
@@ -140,9 +141,12 @@ __global__ void __launch_bounds__(256) gather_kernel(gather_args a) {
         std::uint32_t w[kVecs][4];
 #pragma unroll
         for (int u = 0; u < kVecs; ++u) {
-            const int v = v0 + u * blockDim.x, base = (v / 8) * 32 + v % 8; // word 8 t + i of chunk v / 8
+            const int v = v0 + u * blockDim.x;
 #pragma unroll
-            for (int t = 0; t < 4; ++t) w[u][t] = v < vecs && base + 8 * t < words ? src[base + 8 * t] : 0u;
+            for (int t = 0; t < 4; ++t) {
+                const int pair = (v / 8) * 32 + grouped_vector_source_pair(v % 8, t);
+                w[u][t] = v < vecs && pair < words ? src[pair] : 0u;
+            }
         }
 #pragma unroll
         for (int u = 0; u < kVecs; ++u)
@@ -431,7 +435,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 // rows g8 (gate) and g8 + 8 (up) of feature 8 tile + g8, at its position in the permuted K order.
                 // A warp past the last tile writes zeros: down reads all of K64, and 0 x NaN would be NaN.
                 const int f = 8 * tile[m] + g8, fl = 8 * lt + g8, fc = fl % 64;
-                const int pos = (fl / 64) * 64 + 16 * ((fc % 16) / 4) + 8 * ((fc % 4) / 2) + 2 * (fc / 16) + fc % 2;
+                const int pos = (fl / 64) * 64 + grouped_k_position(fc);
                 const float sg = g.gs0[wk.e] * kPackedProductScale, su = g.gs1[wk.e] * kPackedProductScale;
 #pragma unroll
                 for (int j = 0; j < BN / 8; ++j)
