@@ -44,6 +44,23 @@ float checkpoint_value(const raw_matrix &m, std::int64_t r, std::int64_t k) {
     return nv::e2m1_decode(k % 2 ? b >> 4 : b & 0xF) * nv::e4m3_decode(m.scales[r * (m.cols / 16) + k / 16]);
 }
 
+// Element `half` of a bf16x2 register as a float.
+float bf16_value(std::uint32_t pair, int half) {
+    const std::uint32_t bits = (half ? pair >> 16 : pair & 0xFFFF) << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+}
+
+// Register `reg` (0..3) of an A fragment from a packed word, through the kernels' bit tricks.
+std::uint32_t fragment_register(std::uint32_t w, int reg) {
+    namespace cu = fp4moe::cuda;
+    return reg == 0   ? cu::e2m1x2_to_bf16x2<0>(w)
+           : reg == 1 ? cu::e2m1x2_to_bf16x2<1>(w)
+           : reg == 2 ? cu::e2m1x2_to_bf16x2<2>(w)
+                      : cu::e2m1x2_to_bf16x2<3>(w);
+}
+
 } // namespace
 
 TEST(MmaPack, ScaleCodeIsExactForEveryE4M3Byte) {
@@ -132,12 +149,6 @@ TEST(MmaPack, KernelDequantizationOfEveryFragmentElement) {
     const auto m = random_matrix(32, 128, rng);
     auto p = mp::pack_rows(m.view(), "w");
     ASSERT_TRUE(p.ok());
-    auto bf16_value = [](std::uint32_t pair, int half) {
-        const std::uint32_t bits = (half ? pair >> 16 : pair & 0xFFFF) << 16;
-        float f;
-        std::memcpy(&f, &bits, 4);
-        return f;
-    };
     for (std::int64_t tile = 0; tile < 2; ++tile)
         for (std::int64_t ks = 0; ks < 2; ++ks)
             for (int row = 0; row < 16; ++row)
@@ -148,10 +159,7 @@ TEST(MmaPack, KernelDequantizationOfEveryFragmentElement) {
                     std::uint32_t w, codes = 0;
                     std::memcpy(&w, p.value().q.data() + base * 512 + lane * 16 + word * 4, 4);
                     std::memcpy(&codes, p.value().scales.data() + base * 64 + lane * 2, 2);
-                    const std::uint32_t pair = reg == 0   ? fp4moe::cuda::e2m1x2_to_bf16x2<0>(w)
-                                               : reg == 1 ? fp4moe::cuda::e2m1x2_to_bf16x2<1>(w)
-                                               : reg == 2 ? fp4moe::cuda::e2m1x2_to_bf16x2<2>(w)
-                                                          : fp4moe::cuda::e2m1x2_to_bf16x2<3>(w);
+                    const std::uint32_t pair = fragment_register(w, reg);
                     const std::uint32_t sc = row < 8 ? fp4moe::cuda::scale_code_to_bf16x2<0>(codes)
                                                      : fp4moe::cuda::scale_code_to_bf16x2<1>(codes);
                     const float code_value = mp::scale_code_value(static_cast<std::uint8_t>(codes >> (8 * (row / 8))));
@@ -191,12 +199,6 @@ TEST(MmaPack, GroupedTokenLayoutFeedsTheFragmentsInOrder) {
         EXPECT_EQ(chunk[pos], x[k]) << "the epilogue's position of k " << k << " is not where the gather put it";
     }
     for (int pos = 0; pos < 64; ++pos) EXPECT_EQ(seen[pos], 1) << "position " << pos;
-    auto bf16_value = [](std::uint32_t pair, int half) {
-        const std::uint32_t bits = (half ? pair >> 16 : pair & 0xFFFF) << 16;
-        float f;
-        std::memcpy(&f, &bits, 4);
-        return f;
-    };
     for (int row = 0; row < 16; ++row) {
         double mma = 0.0, want = 0.0;
         for (int q = 0; q < 4; ++q)
@@ -205,10 +207,7 @@ TEST(MmaPack, GroupedTokenLayoutFeedsTheFragmentsInOrder) {
                 std::uint32_t w, codes = 0;
                 std::memcpy(&w, p.value().q.data() + lane * 16 + q * 4, 4);
                 std::memcpy(&codes, p.value().scales.data() + lane * 2, 2);
-                const std::uint32_t pair = reg == 0   ? cu::e2m1x2_to_bf16x2<0>(w)
-                                           : reg == 1 ? cu::e2m1x2_to_bf16x2<1>(w)
-                                           : reg == 2 ? cu::e2m1x2_to_bf16x2<2>(w)
-                                                      : cu::e2m1x2_to_bf16x2<3>(w);
+                const std::uint32_t pair = fragment_register(w, reg);
                 const std::uint8_t code = static_cast<std::uint8_t>(codes >> (8 * (row / 8)));
                 const std::uint32_t sc =
                     row < 8 ? cu::scale_code_to_bf16x2<0>(codes) : cu::scale_code_to_bf16x2<1>(codes);
