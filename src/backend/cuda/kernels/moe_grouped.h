@@ -11,7 +11,8 @@
 //             one 128-byte TMA row serves all four k16 slices; and the (token, slot) pair of each row.
 //   gate_up   persistent: a producer warp streams 64-wide K chunks of BN token rows by TMA into a shared ring;
 //             two consumer warpgroups each own 64 mt weight rows (4 mt 16-row tiles), load packed weights into
-//             registers, dequantize, and issue wgmma m64 x BN x k16; SiLU(gate) * up in the epilogue, staged in
+//             registers, dequantize, and issue wgmma m64 x BN x k16 (an expert's last, partly filled block: the
+//             narrowest N of 16 .. BN that covers it); SiLU(gate) * up in the epilogue, staged in
 //             shared memory and written as bf16 act rows in the same permuted K order (down's B operand).
 //   down      the same kernel over H rows with K = I; the epilogue applies the global scale and the router
 //             weight and writes one fp32 row per (token, slot) pair.

@@ -5,8 +5,9 @@
 // the weights are dequantized to bf16 in registers and fed as wgmma's register operand (A = 64 weight rows per
 // warpgroup, exactly four of the packed 16-row tiles whose A fragments cuda.decode already uses), and the
 // tokens are the shared-memory operand B (N = BN rows, TMA with 128-byte swizzle). A producer warp keeps a
-// ring of K chunks in flight; each consumer warpgroup dequantizes chunk s while its wgmma of chunk s - 1 runs
-// (and the two warpgroups overlap each other). TMA cannot gather rows on sm_90, hence the gather kernel in front.
+// ring of K chunks in flight; a consumer warpgroup dequantizes chunk s while its wgmma of chunk s - 1 runs
+// (64 weight rows per warpgroup and bn <= 128; the others wait for each step), and the two warpgroups overlap
+// each other. TMA cannot gather rows on sm_90, hence the gather kernel in front.
 #include "kernels/decode_device.cuh"
 #include "kernels/grouped_layout.h"
 #include "kernels/moe_grouped.h"
