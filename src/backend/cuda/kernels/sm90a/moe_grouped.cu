@@ -314,8 +314,9 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int i = 0; i < BN / 2; ++i) acc[m][i] = 0.0f;
     constexpr int P = 2; // K steps of weights in flight in registers (per tile)
     // Depth-1 wgmma pipelining needs two fragment buffers: with two m64 blocks per warpgroup (mt = 2) the
-    // registers spill (bn = 64, with the narrow-width loop copies) or do not fit (bn = 128); those run at depth 0.
-    constexpr bool kPipe = MT == 1;
+    // registers spill (bn = 64, with the narrow-width loop copies) or do not fit (bn = 128), and with bn = 256
+    // ptxas serializes every wgmma for want of registers (C7512); those run at depth 0.
+    constexpr bool kPipe = MT == 1 && BN <= 128;
 
     for (int w = blockIdx.x; w < total; w += gridDim.x) {
         const work wk = find_work(mprefix, g.num_experts, w, ntiles, BN, g.rowbase, g.counts);
