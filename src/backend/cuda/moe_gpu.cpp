@@ -29,7 +29,7 @@ status cuda_error(cudaError_t e, const char *what) {
 // Device workspace of the layer forward: routing and plan first, then the runners' scratch (one runs at a time,
 // so they share it).
 struct region {
-    std::size_t ids, weights, counts, offsets, perm, inv_perm, masked, logits, runner, total;
+    std::size_t ids, weights, counts, offsets, perm, inv_perm, masked, plan_scratch, logits, runner, total;
 };
 region make_region(const moe_desc &d, std::int64_t max_tokens) {
     const std::size_t pairs = static_cast<std::size_t>(max_tokens * d.slots()), ne = d.total_experts();
@@ -42,6 +42,8 @@ region make_region(const moe_desc &d, std::int64_t max_tokens) {
     };
     r.ids = take(4 * pairs), r.weights = take(4 * pairs), r.counts = take(4 * ne), r.offsets = take(4 * (ne + 1));
     r.perm = take(4 * pairs), r.inv_perm = take(4 * pairs), r.masked = take(4 * ne * max_tokens);
+    r.plan_scratch = take(
+        4 * moe_plan_scratch_ints(static_cast<int>(max_tokens), static_cast<int>(d.slots()), static_cast<int>(ne)));
     r.logits = take(4 * static_cast<std::size_t>(max_tokens * d.experts));
     const int h = static_cast<int>(d.hidden), i = static_cast<int>(d.intermediate), e = static_cast<int>(ne);
     const int k = static_cast<int>(d.slots()), t = static_cast<int>(max_tokens);
@@ -305,6 +307,9 @@ status gpu_moe_forward(const moe_desc &d, const gpu_moe_weights &w, const bf16_t
     pb.counts = at<std::int32_t>(ws, r.counts), pb.offsets = at<std::int32_t>(ws, r.offsets);
     pb.perm = at<std::int32_t>(ws, r.perm), pb.inv_perm = at<std::int32_t>(ws, r.inv_perm);
     pb.masked_pairs = d.layout == moe_layout::masked ? at<std::int32_t>(ws, r.masked) : nullptr;
+    if (moe_plan_scratch_ints(static_cast<int>(max_tokens), static_cast<int>(d.slots()),
+                              static_cast<int>(d.total_experts())) > 0)
+        pb.scratch = at<std::int32_t>(ws, r.plan_scratch); // large batches: the multi-CTA plan
     // A token with non-finite logits gets ids -1 and NaN outputs (no host-visible error flag: that would need a
     // sync, or one more graph node per layer to reset it).
     const auto *xb = reinterpret_cast<const std::uint16_t *>(x);

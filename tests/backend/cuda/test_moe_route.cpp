@@ -343,14 +343,15 @@ std::string case_name(const logits_case &c) {
 }
 
 // GEMV (small T; 1 expert per CTA up to T = 8, 4 after) and tiled (>= 64 tiles of 64 x 64) paths, vector
-// (H % 4 == 0) and scalar loads, ragged token and expert edges.
+// (H % 4 == 0) and scalar loads, ragged token and expert edges; tiled with H % 8 == 0 runs on tensor cores
+// (1024 x 1024 x 256, 2113 x 1000 x 130, 2500 x 520 x 200: ragged T, E and K steps), else fp32 (2000 x 998).
 // Split-K (T <= 64, H % 4 == 0) per token-count variant (1, <= 4, <= 16, <= 32, <= 64), experts off the
 // 8-expert clusters, H too small for every CTA or warp of a cluster to hold a K chunk.
 const logits_case kLogitsCases[] = {
-    {1, 7168, 256},  {2, 4096, 160},  {3, 2048, 128},   {7, 1002, 37},     {16, 7168, 256},
-    {40, 1002, 37},  {64, 5120, 157}, {255, 2048, 128}, {1024, 1024, 256}, {2113, 1000, 130},
-    {2000, 998, 70}, {1, 4096, 128},  {1, 4, 3},        {5, 2048, 130},    {12, 7168, 256},
-    {24, 1004, 37},  {33, 4096, 128}, {64, 64, 9},      {64, 7168, 256},   {17, 36, 250},
+    {1, 7168, 256},  {2, 4096, 160},   {3, 2048, 128},    {7, 1002, 37},     {16, 7168, 256}, {40, 1002, 37},
+    {64, 5120, 157}, {255, 2048, 128}, {1024, 1024, 256}, {2113, 1000, 130}, {2000, 998, 70}, {1, 4096, 128},
+    {1, 4, 3},       {5, 2048, 130},   {12, 7168, 256},   {24, 1004, 37},    {33, 4096, 128}, {64, 64, 9},
+    {64, 7168, 256}, {17, 36, 250},    {2500, 520, 200},
 };
 
 } // namespace
@@ -460,7 +461,8 @@ TEST(CudaMoeRoute, PlanMatchesCpuAtLargeT) {
     struct plan_case {
         int tokens, experts, top_k, shared;
     };
-    // GLM-5 / DeepSeek-V3 slots up to 16384 tokens; one expert (every pair equal); 2048 experts (few warps).
+    // GLM-5 / DeepSeek-V3 slots up to 16384 tokens; one expert (every pair equal); 2048 experts (few warps);
+    // 8192 pairs over 1024 experts (the multi-CTA plan's edges: 4 chunks, the widest counter rows).
     for (auto c : {plan_case{1, 256, 8, 1},
                    {67, 256, 8, 1},
                    {600, 128, 8, 1},
@@ -468,6 +470,7 @@ TEST(CudaMoeRoute, PlanMatchesCpuAtLargeT) {
                    {16384, 256, 8, 1},
                    {3000, 1, 1, 0},
                    {777, 2048, 4, 0},
+                   {1024, 1024, 8, 0},
                    {100, 8, 8, 0}}) {
         SCOPED_TRACE("T=" + std::to_string(c.tokens) + " E=" + std::to_string(c.experts) +
                      " k=" + std::to_string(c.top_k) + " S=" + std::to_string(c.shared));
@@ -506,6 +509,26 @@ TEST(CudaMoeRoute, PlanMatchesCpuAtLargeT) {
         for (auto v : got2.masked_pairs) ASSERT_EQ(v, static_cast<std::int32_t>(0xD5D5D5D5u)) << "masked written";
         got2.masked_pairs = got.masked_pairs;
         expect_equal_plan(got2, got);
+
+        // With scratch (the multi-CTA plan from 8192 pairs on): the same arrays, also with skipped pairs (a bad
+        // token's ids are -1) at the start, the middle and the end.
+        const std::size_t scratch = fc::moe_plan_scratch_ints(c.tokens, slots, NE);
+        EXPECT_EQ(scratch > 0, c.tokens * slots >= 8192 && NE <= 1024);
+        device_buffer<std::int32_t> d_scratch(std::max<std::size_t>(scratch, 1));
+        for (const bool skips : {false, true}) {
+            SCOPED_TRACE(skips ? "scratch, skipped pairs" : "scratch");
+            auto ids = want.topk_ids;
+            if (skips)
+                for (int t : {0, c.tokens / 2, c.tokens - 1})
+                    for (int j = 0; j < slots; ++j) ids[static_cast<std::size_t>(t) * slots + j] = -1;
+            device_buffer<std::int32_t> d_ids3(ids);
+            plan.poison(), d_scratch.poison();
+            auto b = plan.buffers();
+            b.scratch = d_scratch.ptr;
+            ASSERT_EQ(fc::moe_build_plan(d_ids3.ptr, c.tokens, slots, NE, max_tokens, b, nullptr), cudaSuccess);
+            FP4MOE_CUDA_CHECK(cudaDeviceSynchronize());
+            expect_equal_plan(plan.download(), reference_plan(ids, NE, max_tokens));
+        }
     }
 }
 
@@ -617,21 +640,22 @@ TEST(CudaMoeRoute, RejectsBadArguments) {
     for (auto v : i32.download()) ASSERT_EQ(v, static_cast<std::int32_t>(0xD5D5D5D5u)) << "a rejected launch wrote";
 }
 
-// Exactly representable inputs: x in {-3..3}, router in {-32..32} / 8. Every product is a multiple of 1/8 of
-// magnitude <= 12, every partial sum a multiple of 1/8 below 2^21, so any summation order gives the exact dot:
-// the GPU must equal the CPU bit for bit (catches any wrong, skipped or doubled index).
+// Exactly representable inputs: x in {-3..3}, router in {-511..511} / 64 (9 significant bits: the tensor-core
+// path needs its hi and mid bf16 parts). Every product is a multiple of 1/64 of magnitude < 24, every partial
+// sum a multiple of 1/64 below 2^18 (H <= 7168), so any summation order gives the exact dot: the GPU must equal
+// the CPU bit for bit (catches any wrong, skipped or doubled index, or a lost part of the router).
 TEST(CudaMoeRoute, RouterLogitsExactOnExactInputs) {
     SKIP_WITHOUT_GPU();
     const unsigned seed = fresh_seed();
     SCOPED_TRACE(seed_trace(seed));
     std::mt19937 rng(seed);
-    std::uniform_int_distribution<int> xi(-3, 3), ri(-32, 32);
+    std::uniform_int_distribution<int> xi(-3, 3), ri(-511, 511);
     for (const auto &c : kLogitsCases) {
         SCOPED_TRACE(case_name(c));
         std::vector<fp4moe::bf16_t> x(static_cast<std::size_t>(c.tokens) * c.hidden);
         std::vector<float> router(static_cast<std::size_t>(c.experts) * c.hidden);
         for (auto &v : x) v = fp4moe::float_to_bf16(static_cast<float>(xi(rng)));
-        for (auto &v : router) v = static_cast<float>(ri(rng)) / 8.0f;
+        for (auto &v : router) v = static_cast<float>(ri(rng)) / 64.0f;
         const auto got = gpu_logits(x, router, c), want = cpu_logits(x, router, c);
         int bad = 0;
         for (std::size_t i = 0; i < got.size(); ++i)

@@ -5,9 +5,12 @@
 // (its algorithm and table, in double with FMA: bit-identical to glibc 2.36's x86-64 FMA variant over all 2^32
 // floats, checked on the host), so scores, selection and, in practice, weights equal the CPU's. The softmax sum
 // runs sequentially over experts, as the CPU's does. The plan is integer work: a stable counting sort.
+#include "kernels/moe_plan_multi.h"
 #include "kernels/moe_route.h"
 #include "kernels/pdl.cuh"
+#include "kernels/plan_scatter.cuh"
 #include "kernels/ptx.cuh"
+#include "kernels/router_logits_mma.h"
 
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
@@ -792,50 +795,12 @@ __global__ void __launch_bounds__(kPlanMaxWarps * 32)
         counts[e] = run;
     }
     __syncthreads();
-    if (warp == 0) { // exclusive scan over experts: lane l takes a contiguous run of experts
-        const int per = (num_experts + 31) / 32;
-        const int lo = min(num_experts, lane * per), hi = min(num_experts, lo + per);
-        int s = 0;
-        for (int e = lo; e < hi; ++e) s += cnt[e];
-        int incl = s;
-#pragma unroll
-        for (int d = 1; d < 32; d <<= 1) {
-            const int y = __shfl_up_sync(0xFFFFFFFFu, incl, d);
-            if (lane >= d) incl += y;
-        }
-        int run = incl - s;
-        for (int e = lo; e < hi; ++e) {
-            off[e] = run;
-            offsets[e] = run;
-            run += cnt[e];
-        }
-        if (lane == 31) {
-            off[num_experts] = incl;
-            offsets[num_experts] = incl;
-        }
-    }
+    if (warp == 0) plan_scan_offsets(cnt, num_experts, off, offsets);
     __syncthreads();
     for (int r = off[num_experts] + tid; r < pairs; r += blockDim.x) perm[r] = -1; // rows of skipped pairs
-
-    const unsigned lower = (1u << lane) - 1u;
-    int next = begin + lane < end ? ids[begin + lane] : -1;
-    for (int base = begin; base < end; base += 32) { // uniform per warp
-        const int i = base + lane;
-        const int v = next;
-        next = base + 32 + lane < end ? ids[base + 32 + lane] : -1;
-        const int e = i < end && v >= 0 && v < num_experts ? v : -1;
-        const unsigned same = __match_any_sync(0xFFFFFFFFu, e);
-        if (e >= 0) {
-            const int row = off[e] + mine[e] + __popc(same & lower);
-            perm[row] = i;
-            inv_perm[i] = row;
-        } else if (i < end) {
-            inv_perm[i] = -1;
-        }
-        __syncwarp();
-        if (e >= 0 && (same >> lane) == 1u) mine[e] += __popc(same); // the group's highest lane advances
-        __syncwarp();
-    }
+    for (int i = tid; i < n_warps * num_experts; i += blockDim.x) wc[i] += off[i % num_experts]; // absolute bases
+    __syncthreads();
+    plan_warp_scatter(ids, begin, end, num_experts, mine, perm, inv_perm);
 }
 
 // masked_pairs[e, i] = perm[offsets[e] + i] for i < counts[e], else -1 (the CPU's definition).
@@ -914,7 +879,10 @@ cudaError_t moe_router_logits_splitk_max(const std::uint16_t *x, const float *ro
             e = launch(sm90_f32_router_logits_splitk<2, 16, 4, 4, 2, 1>);
         return e != cudaSuccess ? e : cudaGetLastError();
     }
-    if (router_logits_use_tiled(tokens, experts)) {
+    if (router_logits_use_tiled(tokens, experts) && router_logits_mma_fits(hidden, x, router)) {
+        const cudaError_t e = router_logits_mma(x, router, tokens, hidden, experts, logits, stream);
+        if (e != cudaSuccess) return e;
+    } else if (router_logits_use_tiled(tokens, experts)) {
         const dim3 grid(ceil_div(experts, BLOCK_N), ceil_div(tokens, BLOCK_M));
         const cudaError_t e =
             launch_pdl(vec ? sm90_f32_router_logits_tiled<true> : sm90_f32_router_logits_tiled<false>, grid,
@@ -984,6 +952,12 @@ cudaError_t moe_build_plan(const std::int32_t *ids, int tokens, int slots, int n
     if (pairs > 0 && (ids == nullptr || out.perm == nullptr || out.inv_perm == nullptr)) return cudaErrorInvalidValue;
     if (out.masked_pairs != nullptr && tokens > max_tokens) return cudaErrorInvalidValue;
 
+    if (out.scratch != nullptr && plan_multi_fits(pairs, num_experts)) {
+        if (auto e = plan_multi_launch(ids, pairs, num_experts, out, stream); e != cudaSuccess) return e;
+        if (out.masked_pairs != nullptr && max_tokens > 0)
+            if (auto em = launch_masked_fill(out, num_experts, max_tokens, stream); em != cudaSuccess) return em;
+        return cudaGetLastError();
+    }
     // As many warps as there are 32-pair steps, up to 32 and up to what fits one row of counters each.
     const int fit = (kPlanSmemInts - 2 * num_experts - 1) / num_experts;
     const int n_warps = std::max(1, std::min({kPlanMaxWarps, fit, ceil_div(pairs, 32)}));
@@ -995,6 +969,10 @@ cudaError_t moe_build_plan(const std::int32_t *ids, int tokens, int slots, int n
     if (out.masked_pairs != nullptr && max_tokens > 0)
         if (auto em = launch_masked_fill(out, num_experts, max_tokens, stream); em != cudaSuccess) return em;
     return cudaGetLastError();
+}
+
+std::size_t moe_plan_scratch_ints(int tokens, int slots, int num_experts) {
+    return tokens < 0 || slots <= 0 ? 0 : plan_multi_scratch_ints(static_cast<long long>(tokens) * slots, num_experts);
 }
 
 bool moe_route_topk_plan_fits(int tokens, const route_rule &rule) {

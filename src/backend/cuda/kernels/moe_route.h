@@ -12,11 +12,13 @@
 //
 // Given the same logits, ids and the plan equal the CPU's exactly (the same fp32 expressions in the same order
 // for the selection, ties to the lower expert index, rows within an expert ordered by (token, slot)); weights
-// agree to a few ulps (CUDA's expf is not glibc's). Logits differ from the CPU's by summation order only.
+// agree to a few ulps (CUDA's expf is not glibc's). Logits differ from the CPU's by summation order (and, on
+// the tensor-core path, the tensor cores' fp32 accumulation) only.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace fp4moe::cuda {
@@ -42,8 +44,9 @@ struct route_rule {
 /// Launched as a programmatic dependent launch (PDL): it prefetches its router slice into L2 and then waits
 /// for the previous kernel in griddepcontrol.wait before reading x; it lets the next kernel launch at once.
 /// Otherwise (scalar loads when H % 4 != 0 or misaligned): one CTA per (expert, 8 tokens) up to T = 8, per
-/// (4 experts, 8 tokens) above; once 64 x 64 tiles make a grid of >= 64 CTAs, a tiled fp32 GEMM (each logit one
-/// FMA chain over k, the CPU's order).
+/// (4 experts, 8 tokens) above; once 64 x 64 tiles make a grid of >= 64 CTAs, bf16 tensor cores at fp32 accuracy
+/// when H % 8 == 0 and x / router are 16-byte aligned (router_logits_mma.h: the router split into three exact
+/// bf16 parts), else a tiled fp32 GEMM (each logit one FMA chain over k, the CPU's order).
 /// Benchmarking only: FP4MOE_ROUTER_SPLITK_MAX_T=n in the environment limits split-K to T <= n.
 /// Errors (nothing launched): T < 0, H <= 0, E <= 0, null pointers when T > 0. T == 0 launches nothing.
 cudaError_t moe_router_logits(const std::uint16_t *x, const float *router, int tokens, int hidden, int experts,
@@ -72,14 +75,21 @@ struct plan_buffers {
     std::int32_t *perm = nullptr;         ///< [T * slots] permuted row -> pair (token * slots + slot)
     std::int32_t *inv_perm = nullptr;     ///< [T * slots] pair -> permuted row
     std::int32_t *masked_pairs = nullptr; ///< [num_experts * max_tokens]: expert e's i-th pair, -1 past counts[e]
+    /// [moe_plan_scratch_ints(T, slots, num_experts)] for the multi-CTA plan of large batches; null: one CTA.
+    std::int32_t *scratch = nullptr;
 };
+
+/// Scratch ints moe_build_plan uses for a batch of `tokens` x `slots` pairs over `num_experts` (0: one CTA).
+std::size_t moe_plan_scratch_ints(int tokens, int slots, int num_experts);
 
 /// Fills `out` from ids [T, slots] (values in [0, num_experts); -1 entries are skipped, as a bad token's).
 /// Rows within an expert are ordered by pair index, as moe_plan_from_ids orders them. A skipped pair has
 /// inv_perm -1 and the rows past offsets[num_experts] hold perm -1 (with no skipped pair, every array equals
 /// moe_plan_from_ids'). masked_pairs rows hold at most max_tokens entries: ids must be distinct within a token.
 /// T == 0 still writes counts and offsets (all 0) and masked_pairs (all -1): the caller reads an empty plan.
-/// One CTA (up to 1024 threads, stable counting sort) plus, with masked_pairs, one grid over (row, expert).
+/// One CTA (up to 1024 threads, stable counting sort), or with out.scratch and >= 8192 pairs over <= 1024
+/// experts, three kernels over 2048-pair chunks (counts, bases, scatter: the same result); plus, with
+/// masked_pairs, one grid over (row, expert).
 /// Errors (nothing launched): T < 0, slots <= 0, num_experts outside [1, 2048], max_tokens < 0,
 /// T * slots > 2^30, T > max_tokens with masked_pairs, null counts/offsets, null ids/perm/inv_perm when T > 0.
 cudaError_t moe_build_plan(const std::int32_t *ids, int tokens, int slots, int num_experts, int max_tokens,
