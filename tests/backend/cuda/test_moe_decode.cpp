@@ -1,6 +1,7 @@
 // cuda.decode and cuda.grouped against the cpu.ref oracle (fp64): every routing rule, both layouts, T in {1, 2, 3,
-// 7, 16, 64, 255, 1024} (cuda.grouped also 4096 and 16384), every tactic, experts with no tokens, one hot expert,
-// K not a multiple of 64; outputs and workspace poisoned before each run. The whole layer on the device (router
+// 7, 16, 64, 255, 1024} (cuda.grouped also 4096 and 16384), every tactic, experts with no tokens, one hot expert, x
+// scaled by 2^12 and 2^-20 (cuda.grouped), K not a multiple of 64; outputs and workspace poisoned before each run. The
+// whole layer on the device (router
 // -> top-k -> plan -> runner) against the same oracle, and its CUDA graph replays, with each runner. Fresh
 // random layers each run (seed printed on failure).
 //
@@ -85,13 +86,16 @@ std::vector<float> run_gpu(const moe_runner &r, const moe_layer &L, const cuda::
     return f;
 }
 
-void check_all_tactics(cuda::gpu_runner kind, const moe_desc &base, moe_layout layout, std::int64_t tokens, bool hot) {
+void check_all_tactics(cuda::gpu_runner kind, const moe_desc &base, moe_layout layout, std::int64_t tokens, bool hot,
+                       float x_scale = 1.0f) {
     moe_desc d = base;
     d.layout = layout;
     const std::uint32_t seed = fresh_seed();
-    SCOPED_TRACE(::testing::Message() << d.to_string() << " T=" << tokens << (hot ? " hot" : "") << " seed=" << seed);
+    SCOPED_TRACE(::testing::Message() << d.to_string() << " T=" << tokens << (hot ? " hot" : "")
+                                      << " x_scale=" << x_scale << " seed=" << seed);
     auto L = random_layer(d, seed);
     auto x = random_x(tokens, d.hidden, seed + 1);
+    for (auto &v : x) v = float_to_bf16(bf16_to_float(v) * x_scale); // a power of two: exact
     if (hot) { // expert 3 wins every token: x[t][0] = 1 and router row 3 = (100, 0, ...); with a correction bias,
                // bias 10 also wins its group the group selection (group score = top-2 sum of biased scores)
         for (std::int64_t k = 0; k < d.hidden; ++k) L->router[3 * d.hidden + k] = k == 0 ? 100.0f : 0.0f;
@@ -109,7 +113,9 @@ void check_all_tactics(cuda::gpu_runner kind, const moe_desc &base, moe_layout l
     auto r = cuda::make_gpu_runner(kind);
     for (const auto &t : r->tactics(d)) {
         const auto got = run_gpu(*r, *L, *w.value(), p, x, t);
-        EXPECT_EQ(first_non_finite(got), -1) << t.name;
+        const auto bad = first_non_finite(got);
+        EXPECT_EQ(bad, -1) << t.name << ": got " << (bad >= 0 ? got[bad] : 0.0f) << ", oracle "
+                           << (bad >= 0 ? ref[bad] : 0.0f);
         EXPECT_LT(normalized_error(got, ref), kTol) << t.name;
     }
 }
@@ -166,6 +172,16 @@ TEST_P(GroupedRunner, OneHotExpert) {
     SKIP_WITHOUT_HOPPER();
     const auto [rule, layout] = GetParam();
     check_all_tactics(cuda::gpu_runner::grouped, desc_of_rule(rule), layout, 1000, true);
+}
+
+// Activations far past fp16's range (x * 2^12: act ~ 1e7, slot rows ~ 1e8) and far below its normal range
+// (x * 2^-20): bf16 act and fp32 slot rows keep their relative precision at both ends (a compact slot-row format
+// that does not, as an fp16 one tried on a branch, fails here).
+TEST_P(GroupedRunner, LargeAndTinyActivations) {
+    SKIP_WITHOUT_HOPPER();
+    const auto [rule, layout] = GetParam();
+    for (float scale : {4096.0f, 1.0f / 1048576.0f})
+        check_all_tactics(cuda::gpu_runner::grouped, desc_of_rule(rule), layout, 300, false, scale);
 }
 
 INSTANTIATE_TEST_SUITE_P(Rules, GroupedRunner,
