@@ -1,9 +1,8 @@
 // cuda.decode and cuda.grouped against the cpu.ref oracle (fp64): every routing rule, both layouts, T in {1, 2, 3,
-// 7, 16, 64, 255, 1024} (cuda.grouped also 4096 and 16384), every tactic, experts with no tokens, one hot expert, x
-// scaled by 2^12 and 2^-20 (cuda.grouped), K not a multiple of 64; outputs and workspace poisoned before each run. The
-// whole layer on the device (router
-// -> top-k -> plan -> runner) against the same oracle, and its CUDA graph replays, with each runner. Fresh
-// random layers each run (seed printed on failure).
+// 7, 16, 64, 255, 1024} (cuda.grouped also 4096 and 16384), every tactic, experts with no tokens, one hot expert,
+// x scaled by 2^12 and 2^-20 (cuda.grouped), K not a multiple of 64; outputs and workspace poisoned before each
+// run. The whole layer on the device (router -> top-k -> plan -> runner) against the same oracle, and its CUDA
+// graph replays, with each runner. Fresh random layers each run (seed printed on failure).
 //
 // Tolerance: the runners round SiLU(gate) * up to bf16 before the down GEMM (cpu.ref keeps fp32) and both round
 // the output to bf16: each rounding is a relative error uniform in +-2^-9 (RMS 2^-9 / sqrt(3) = 1.1e-3), the
