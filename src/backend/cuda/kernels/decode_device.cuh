@@ -18,13 +18,7 @@ __device__ __forceinline__ std::uint32_t hmul2(std::uint32_t a, std::uint32_t b)
     return d;
 }
 
-__device__ __forceinline__ void mma_bf16(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
-                                         std::uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
+using ptx::mma_bf16;
 
 /// One 64-wide K step of a warp: the lane's four A fragments (one 16-byte word of packed E2M1 and its two scale
 /// codes) dequantized in registers and multiplied with every 8-token tile's B fragments `b[n]` (16 bf16 of the

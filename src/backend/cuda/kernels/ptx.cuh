@@ -1,5 +1,5 @@
-// Thin wrappers of sm_90 PTX the kernels share: streaming loads that bypass L1, and bulk copies (the copy
-// engine) into shared memory completing on mbarriers. CUDA-only header.
+// Thin wrappers of sm_90 PTX the kernels share: streaming loads that bypass L1, the bf16 mma.sync, and bulk
+// copies (the copy engine) into shared memory completing on mbarriers. CUDA-only header.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +27,16 @@ __device__ __forceinline__ float4 load_stream_f4(const float *p) {
                  : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
                  : "l"(p));
     return v;
+}
+
+/// c += a * b on the tensor cores: mma.sync m16n8k16, bf16 operands (a: 4 registers of the 16 x 16 row-major
+/// fragment, b0/b1: the 16 x 8 column-major fragment), fp32 accumulators.
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                                         std::uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 // Bulk copies: the copy engine streams chunks into shared memory, completing on an mbarrier, so the bytes in

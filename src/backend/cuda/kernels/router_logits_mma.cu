@@ -1,6 +1,7 @@
 // Router logits on bf16 tensor cores (router_logits_mma.h). Numeric path: bf16 x times the three exact bf16
 // parts of the fp32 router (exact products), fp32 accumulation in mma.sync.
 #include "kernels/pdl.cuh"
+#include "kernels/ptx.cuh"
 #include "kernels/router_logits_mma.h"
 
 #include <cuda_bf16.h>
@@ -19,22 +20,13 @@ constexpr int kThreads = 256;  // 8 warps: 4 along tokens x 2 along experts, 32 
 constexpr int kRowHalves = 40; // shared-memory row pitch in bf16: 80 bytes, so ldmatrix's 8 rows hit 8 bank groups
 constexpr int kParts = 3;      // hi, mid, lo
 
-__device__ __forceinline__ std::uint32_t smem_u32(const void *p) {
-    return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
-}
+using ptx::mma_bf16;
+using ptx::smem_addr;
 
 __device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], const void *p) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(smem_u32(p)));
-}
-
-__device__ __forceinline__ void mma_bf16(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
-                                         std::uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+                 : "r"(smem_addr(p)));
 }
 
 // v = hi + mid + lo, each part the bf16 rounding of what the previous ones left (the differences are exact in
