@@ -952,19 +952,17 @@ cudaError_t moe_build_plan(const std::int32_t *ids, int tokens, int slots, int n
     if (pairs > 0 && (ids == nullptr || out.perm == nullptr || out.inv_perm == nullptr)) return cudaErrorInvalidValue;
     if (out.masked_pairs != nullptr && tokens > max_tokens) return cudaErrorInvalidValue;
 
+    cudaError_t e0;
     if (out.scratch != nullptr && plan_multi_fits(pairs, num_experts)) {
-        if (auto e = plan_multi_launch(ids, pairs, num_experts, out, stream); e != cudaSuccess) return e;
-        if (out.masked_pairs != nullptr && max_tokens > 0)
-            if (auto em = launch_masked_fill(out, num_experts, max_tokens, stream); em != cudaSuccess) return em;
-        return cudaGetLastError();
+        e0 = plan_multi_launch(ids, pairs, num_experts, out, stream);
+    } else { // one CTA: as many warps as there are 32-pair steps, up to 32 and up to one row of counters each
+        const int fit = (kPlanSmemInts - 2 * num_experts - 1) / num_experts;
+        const int n_warps = std::max(1, std::min({kPlanMaxWarps, fit, ceil_div(pairs, 32)}));
+        const int seg = ceil_div(ceil_div(pairs, n_warps), 32) * 32;
+        const std::size_t smem = sizeof(int) * (static_cast<std::size_t>(n_warps + 2) * num_experts + 1);
+        e0 = launch_pdl(moe_plan_kernel, dim3(1), dim3(n_warps * 32), smem, 1, stream, ids, pairs, num_experts, seg,
+                        out.counts, out.offsets, out.perm, out.inv_perm);
     }
-    // As many warps as there are 32-pair steps, up to 32 and up to what fits one row of counters each.
-    const int fit = (kPlanSmemInts - 2 * num_experts - 1) / num_experts;
-    const int n_warps = std::max(1, std::min({kPlanMaxWarps, fit, ceil_div(pairs, 32)}));
-    const int seg = ceil_div(ceil_div(pairs, n_warps), 32) * 32;
-    const std::size_t smem = sizeof(int) * (static_cast<std::size_t>(n_warps + 2) * num_experts + 1);
-    const cudaError_t e0 = launch_pdl(moe_plan_kernel, dim3(1), dim3(n_warps * 32), smem, 1, stream, ids, pairs,
-                                      num_experts, seg, out.counts, out.offsets, out.perm, out.inv_perm);
     if (e0 != cudaSuccess) return e0;
     if (out.masked_pairs != nullptr && max_tokens > 0)
         if (auto em = launch_masked_fill(out, num_experts, max_tokens, stream); em != cudaSuccess) return em;
