@@ -343,15 +343,18 @@ std::string case_name(const logits_case &c) {
 }
 
 // GEMV (small T; 1 expert per CTA up to T = 8, 4 after) and tiled (>= 64 tiles of 64 x 64) paths, vector
-// (H % 4 == 0) and scalar loads, ragged token and expert edges; tiled with H % 8 == 0 runs on tensor cores
-// (1024 x 1024 x 256, 2113 x 1000 x 130, 2500 x 520 x 200: ragged T, E and K steps), else fp32 (2000 x 998).
+// (H % 4 == 0) and scalar loads, ragged token and expert edges (100 x 1024 x 64: a batch past split-K too small
+// for the tensor cores); from T = 65 and 2^25 MACs (or >= 64 tiles) with H % 8 == 0 on
+// tensor cores (2113 x 1000 x 130, 2500 x 520 x 200: ragged T, E and K steps; K split over a cluster of 2 CTAs
+// at 1024 x 1024 x 256, 4 at 255 x 2048 x 128, 8 at 200 x 4096 x 64 and 130 x 4104 x 70, whose last split is
+// shorter), else fp32 (2000 x 998).
 // Split-K (T <= 64, H % 4 == 0) per token-count variant (1, <= 4, <= 16, <= 32, <= 64), experts off the
 // 8-expert clusters, H too small for every CTA or warp of a cluster to hold a K chunk.
 const logits_case kLogitsCases[] = {
     {1, 7168, 256},  {2, 4096, 160},   {3, 2048, 128},    {7, 1002, 37},     {16, 7168, 256}, {40, 1002, 37},
     {64, 5120, 157}, {255, 2048, 128}, {1024, 1024, 256}, {2113, 1000, 130}, {2000, 998, 70}, {1, 4096, 128},
     {1, 4, 3},       {5, 2048, 130},   {12, 7168, 256},   {24, 1004, 37},    {33, 4096, 128}, {64, 64, 9},
-    {64, 7168, 256}, {17, 36, 250},    {2500, 520, 200},
+    {64, 7168, 256}, {17, 36, 250},    {2500, 520, 200},  {200, 4096, 64},   {130, 4104, 70}, {100, 1024, 64},
 };
 
 } // namespace

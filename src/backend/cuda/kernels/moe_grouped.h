@@ -2,13 +2,14 @@
 // mma_pack layout (the same bytes cuda.decode reads), bf16 activations, Hopper wgmma with the dequantized
 // weights as the register operand and the tokens as the shared-memory operand (TMA), fp32 accumulation.
 //
-// One run, after routing and the plan (moe_route.h) are on the device, five kernels chained with programmatic
+// One run, after routing and the plan (moe_route.h) are on the device, six kernels chained with programmatic
 // dependent launches (no host synchronization, no allocation: graph-capturable):
 //   rows      one CTA: each expert's first row in the compact row order (exclusive scan of the counts; the
 //             permuted layout's own offsets, and the masked layout compacted the same way).
-//   gather    x rows -> xp [rows, K64] bf16 in expert order, each 64-wide K chunk permuted into the order the
-//             packed weights use (mma_pack.h: a lane's k16 slice q takes k = 16 t + 4 q + 2 u + c), so that
-//             one 128-byte TMA row serves all four k16 slices; and the (token, slot) pair of each row.
+//   pairs     the (token, slot) pair of each row, and the row of each pair.
+//   gather    one warp per (token, 1024 of K): x, read once, -> the xp [rows, K64] bf16 rows of its pairs (expert
+//             order), each 64-wide K chunk permuted into the order the packed weights use (mma_pack.h: a lane's
+//             k16 slice q takes k = 16 t + 4 q + 2 u + c), so that one 128-byte TMA row serves all four slices.
 //   gate_up   persistent: a producer warp streams 64-wide K chunks of BN token rows by TMA into a shared ring;
 //             two consumer warpgroups each own 64 mt weight rows (4 mt 16-row tiles), load packed weights into
 //             registers, dequantize, and issue wgmma m64 x BN x k16 (an expert's last, partly filled block: the
@@ -48,7 +49,7 @@ std::size_t moe_grouped_workspace(int hidden, int inter, int num_experts, int sl
 /// True when the current device can run the runner's kernels (sm_90: wgmma and TMA as compiled here).
 bool moe_grouped_supported();
 
-/// Launches the five kernels on `stream`. cudaErrorInvalidValue (nothing launched) for bad sizes or an unknown
+/// Launches the six kernels on `stream`. cudaErrorInvalidValue (nothing launched) for bad sizes or an unknown
 /// tactic; cudaErrorNotSupported when the driver's tensor-map entry point is missing. T = 0 launches nothing.
 /// The batch's fields are those of cuda.decode (decode_batch).
 cudaError_t moe_grouped_run(const decode_weights &w, const decode_batch &b, grouped_tactic t, cudaStream_t stream);

@@ -33,6 +33,12 @@ constexpr int BLOCK_N = 64;    // experts per tile
 constexpr int BLOCK_K = 16;
 constexpr int kTileThreads = 256; // 16 x 16 threads, 4 x 4 outputs each
 constexpr int kTiledMinTiles = 64;
+// Past split-K's range (T > 64) the tensor-core kernel (split K over a cluster while its tiles are few) takes
+// ~20-40 us however small the batch, the GEMV ~ T x E x H / 1.5-2 TMAC/s, so the tensor cores from ~2^25 MACs
+// on (H200: qwen3-30b-a3b T = 96 GEMV 16.6 us, mma 22.6; T = 256 42 -> 23 us; deepseek-v3 T = 96 87 -> 36 us;
+// glm-4.5-air T = 1024 257 -> 34 us).
+constexpr int kMmaMinTokens = 65;
+constexpr long long kMmaMinMacs = 1LL << 25;
 
 __device__ __forceinline__ float bf16_lo(unsigned w) {
     return __uint_as_float(w << 16);
@@ -879,7 +885,8 @@ cudaError_t moe_router_logits_splitk_max(const std::uint16_t *x, const float *ro
             e = launch(sm90_f32_router_logits_splitk<2, 16, 4, 4, 2, 1>);
         return e != cudaSuccess ? e : cudaGetLastError();
     }
-    if (router_logits_use_tiled(tokens, experts) && router_logits_mma_fits(hidden, x, router)) {
+    const bool mma_pays = tokens >= kMmaMinTokens && static_cast<long long>(tokens) * experts * hidden >= kMmaMinMacs;
+    if ((router_logits_use_tiled(tokens, experts) || mma_pays) && router_logits_mma_fits(hidden, x, router)) {
         const cudaError_t e = router_logits_mma(x, router, tokens, hidden, experts, logits, stream);
         if (e != cudaSuccess) return e;
     } else if (router_logits_use_tiled(tokens, experts)) {

@@ -43,10 +43,12 @@ struct route_rule {
 /// are combined through distributed shared memory in a fixed (rank, warp) order: deterministic run to run.
 /// Launched as a programmatic dependent launch (PDL): it prefetches its router slice into L2 and then waits
 /// for the previous kernel in griddepcontrol.wait before reading x; it lets the next kernel launch at once.
-/// Otherwise (scalar loads when H % 4 != 0 or misaligned): one CTA per (expert, 8 tokens) up to T = 8, per
-/// (4 experts, 8 tokens) above; once 64 x 64 tiles make a grid of >= 64 CTAs, bf16 tensor cores at fp32 accuracy
-/// when H % 8 == 0 and x / router are 16-byte aligned (router_logits_mma.h: the router split into three exact
-/// bf16 parts), else a tiled fp32 GEMM (each logit one FMA chain over k, the CPU's order).
+/// Otherwise, from T = 65 and T x E x H >= 2^25 (or once 64 x 64 tiles make >= 64 CTAs) with H % 8 == 0 and x / router
+/// 16-byte aligned: bf16 tensor cores at fp32 accuracy (router_logits_mma.h: the router split into three exact
+/// bf16 parts; K split over a cluster while the tiles are fewer than the SMs). Else a tiled fp32 GEMM once the
+/// 64 x 64 tiles make >= 64 CTAs (each logit one FMA chain over k, the CPU's order), and below that a GEMV (scalar
+/// loads when H % 4 != 0 or misaligned): one CTA per (expert, 8 tokens) up to T = 8, per (4 experts, 8 tokens)
+/// above.
 /// Benchmarking only: FP4MOE_ROUTER_SPLITK_MAX_T=n in the environment limits split-K to T <= n.
 /// Errors (nothing launched): T < 0, H <= 0, E <= 0, null pointers when T > 0. T == 0 launches nothing.
 cudaError_t moe_router_logits(const std::uint16_t *x, const float *router, int tokens, int hidden, int experts,

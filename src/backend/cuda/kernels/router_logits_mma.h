@@ -19,9 +19,14 @@ bool router_logits_mma_fits(int hidden, const std::uint16_t *x, const float *rou
 
 /// logits[t, e] = sum_k float(x[t, k]) * router[e, k] for T > 0 tokens: x [T, H] bf16 bits, router [E, H] fp32,
 /// logits [T, E] fp32. 128 x 64 (token, expert) tiles, K in steps of 32 through shared memory: the router tile is
-/// split once per CTA into its three bf16 parts as it is staged, mma.sync m16n8k16 (sm_80+) per part.
+/// split once per CTA into its three bf16 parts as it is staged, mma.sync m16n8k16 (sm_80+) per part. When the
+/// tiles make fewer than two CTAs per SM, K is split over a cluster of up to 8 CTAs (router_logits_mma_splits)
+/// whose partial logits are summed through distributed shared memory in rank order: deterministic run to run.
 /// PDL launch (waits for the previous kernel before reading x). The caller checks router_logits_mma_fits and
 /// T, H, E > 0; returns the launch status.
+/// The K splits router_logits_mma uses for this batch (1, 2, 4 or 8) on the current device.
+int router_logits_mma_splits(int tokens, int hidden, int experts);
+
 cudaError_t router_logits_mma(const std::uint16_t *x, const float *router, int tokens, int hidden, int experts,
                               float *logits, cudaStream_t stream);
 

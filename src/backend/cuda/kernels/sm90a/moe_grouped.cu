@@ -41,7 +41,7 @@ __host__ __device__ constexpr std::size_t align256(std::size_t n) {
 // Workspace regions, from the same upper bounds on host and device. xp (gate_up's B) is dead once gate_up
 // has run, so down's partial rows reuse it.
 struct layout {
-    std::size_t rowbase, pair_of_row, xp, act, total;
+    std::size_t rowbase, pair_of_row, row_of_pair, xp, act, total;
     int rows, k64_hidden, k64_inter;
 };
 inline layout make_layout(int hidden, int inter, int num_experts, int slots, int max_tokens) {
@@ -51,6 +51,7 @@ inline layout make_layout(int hidden, int inter, int num_experts, int slots, int
     std::size_t off = 0;
     l.rowbase = off, off += align256(4 * static_cast<std::size_t>(num_experts + 1));
     l.pair_of_row = off, off += align256(4 * static_cast<std::size_t>(l.rows));
+    l.row_of_pair = off, off += align256(4 * static_cast<std::size_t>(l.rows));
     const std::size_t xp = 2 * static_cast<std::size_t>(l.rows) * l.k64_hidden;
     const std::size_t partial = 4 * static_cast<std::size_t>(l.rows) * hidden;
     l.xp = off, off += align256(std::max(xp, partial));
@@ -95,63 +96,84 @@ __global__ void __launch_bounds__(1024)
 struct gather_args {
     const std::uint16_t *x;
     const std::int32_t *rowbase, *perm, *masked_pairs;
-    int num_experts, slots, max_tokens, hidden, k64;
+    int num_experts, slots, max_tokens, tokens, hidden, k64;
     bool masked;
     std::uint16_t *xp;
-    std::int32_t *pair_of_row;
+    std::int32_t *pair_of_row, *row_of_pair;
 };
 
-// One CTA per row; one thread per 16-byte output vector. Vector i of a 64-wide chunk (positions 8 i .. 8 i + 7:
-// slice q = i / 2, half u = i % 2) holds the chunk's words (bf16 pairs) 8 t + i for t = 0..3 (k = 16 t + 4 q +
-// 2 u + c, mma_pack.h): eight consecutive threads read 32 contiguous bytes per t, and the stores are contiguous.
-// K past H reads zeros.
-__global__ void __launch_bounds__(256) gather_kernel(gather_args a) {
+// One thread per row in use: its (token, slot) pair, both ways. A pair the plan does not list keeps a stale
+// row_of_pair entry; the gather checks it against pair_of_row, which holds every row in use.
+__global__ void __launch_bounds__(256) pairs_kernel(gather_args a) {
     wait_for_previous_kernel();
     allow_next_kernel();
-    const int row = blockIdx.x;
-    __shared__ int s_pair;
-    if (threadIdx.x == 0) {
-        int pair = -1;
-        if (row < a.rowbase[a.num_experts]) {
-            if (!a.masked) {
-                pair = a.perm[row];
-            } else { // the expert whose compact range holds `row`: binary search over rowbase
-                int lo = 0, hi = a.num_experts - 1;
-                while (lo < hi) {
-                    const int mid = (lo + hi + 1) / 2;
-                    if (a.rowbase[mid] <= row)
-                        lo = mid;
-                    else
-                        hi = mid - 1;
-                }
-                pair = a.masked_pairs[static_cast<std::size_t>(lo) * a.max_tokens + (row - a.rowbase[lo])];
-            }
-            a.pair_of_row[row] = pair;
+    const int row = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+    if (row >= a.rowbase[a.num_experts]) return;
+    int pair;
+    if (!a.masked) {
+        pair = a.perm[row];
+    } else { // the expert whose compact range holds `row`: binary search over rowbase
+        int lo = 0, hi = a.num_experts - 1;
+        while (lo < hi) {
+            const int mid = (lo + hi + 1) / 2;
+            if (a.rowbase[mid] <= row)
+                lo = mid;
+            else
+                hi = mid - 1;
         }
-        s_pair = pair;
+        pair = a.masked_pairs[static_cast<std::size_t>(lo) * a.max_tokens + (row - a.rowbase[lo])];
     }
-    __syncthreads();
-    const int pair = s_pair;
-    if (pair < 0) return;
+    a.pair_of_row[row] = pair;
+    if (pair >= 0 && pair < a.tokens * a.slots) a.row_of_pair[pair] = row;
+}
+
+constexpr int kGatherWarps = 8; // warps per CTA
+constexpr int kGatherVecs = 4;  // 16-byte vectors per lane per warp: a warp copies 32 x 4 vectors of K (1024)
+
+// x rows -> xp rows, one warp per (token, 1024-wide slice of K): the slice of x is read once and written to the
+// rows of every pair of the token (the rows of one token are far apart in expert order, so gathering by row
+// re-read x from HBM once per slot when x is larger than L2; slices keep small batches' warps numerous).
+// Vector i of a 64-wide chunk (positions 8 i .. 8 i + 7: slice q = i / 2, half u = i % 2) holds the chunk's
+// words (bf16 pairs) 8 t + i for t = 0..3 (k = 16 t + 4 q + 2 u + c, mma_pack.h): eight consecutive lanes read
+// 32 contiguous bytes per t, and the stores are contiguous. K past H reads zeros.
+__global__ void __launch_bounds__(32 * kGatherWarps) gather_kernel(gather_args a, int slices) {
+    wait_for_previous_kernel();
+    allow_next_kernel();
+    const int lane = threadIdx.x % 32;
+    const long long w = static_cast<long long>(blockIdx.x) * kGatherWarps + threadIdx.x / 32;
+    const int t = static_cast<int>(w / slices);
+    if (t >= a.tokens) return;
+    const int v0 = static_cast<int>(w % slices) * 32 * kGatherVecs + lane;
     const auto *__restrict__ src =
-        reinterpret_cast<const std::uint32_t *>(a.x + static_cast<std::size_t>(pair / a.slots) * a.hidden);
-    uint4 *__restrict__ dst = reinterpret_cast<uint4 *>(a.xp + static_cast<std::size_t>(row) * a.k64);
+        reinterpret_cast<const std::uint32_t *>(a.x + static_cast<std::size_t>(t) * a.hidden);
     const int words = a.hidden / 2, vecs = a.k64 / 8;
-    constexpr int kVecs = 2; // vectors per thread per round: all their loads are issued before the stores
-    for (int v0 = threadIdx.x; v0 < vecs; v0 += kVecs * blockDim.x) {
-        std::uint32_t w[kVecs][4];
+    uint4 v[kGatherVecs]; // all loads are issued before the stores
 #pragma unroll
-        for (int u = 0; u < kVecs; ++u) {
-            const int v = v0 + u * blockDim.x;
+    for (int u = 0; u < kGatherVecs; ++u) {
+        const int i = v0 + 32 * u;
+        std::uint32_t q[4];
 #pragma unroll
-            for (int t = 0; t < 4; ++t) {
-                const int pair = (v / 8) * 32 + grouped_vector_source_pair(v % 8, t);
-                w[u][t] = v < vecs && pair < words ? src[pair] : 0u;
-            }
+        for (int k = 0; k < 4; ++k) {
+            const int pw = (i / 8) * 32 + grouped_vector_source_pair(i % 8, k);
+            q[k] = i < vecs && pw < words ? src[pw] : 0u;
         }
+        v[u] = make_uint4(q[0], q[1], q[2], q[3]);
+    }
+    for (int s0 = 0; s0 < a.slots; s0 += 32) { // one round of 32 slots for every model we know
+        int row = -1; // lane l: the row of pair (t, s0 + l), or -1 when the plan does not list it
+        if (s0 + lane < a.slots) {
+            const int pair = t * a.slots + s0 + lane, r = a.row_of_pair[pair];
+            if (r >= 0 && r < a.rowbase[a.num_experts] && a.pair_of_row[r] == pair) row = r;
+        }
+        const int ns = min(32, a.slots - s0);
+        for (int s = 0; s < ns; ++s) {
+            const int r = __shfl_sync(0xFFFFFFFFu, row, s);
+            if (r < 0) continue;
+            uint4 *__restrict__ dst = reinterpret_cast<uint4 *>(a.xp + static_cast<std::size_t>(r) * a.k64);
 #pragma unroll
-        for (int u = 0; u < kVecs; ++u)
-            if (v0 + u * blockDim.x < vecs) dst[v0 + u * blockDim.x] = make_uint4(w[u][0], w[u][1], w[u][2], w[u][3]);
+            for (int u = 0; u < kGatherVecs; ++u)
+                if (v0 + 32 * u < vecs) dst[v0 + 32 * u] = v[u];
+        }
     }
 }
 
@@ -609,6 +631,7 @@ cudaError_t moe_grouped_run(const decode_weights &w, const decode_batch &b, grou
     auto *base = static_cast<std::uint8_t *>(b.workspace);
     auto *rowbase = reinterpret_cast<std::int32_t *>(base + l.rowbase);
     auto *pair_of_row = reinterpret_cast<std::int32_t *>(base + l.pair_of_row);
+    auto *row_of_pair = reinterpret_cast<std::int32_t *>(base + l.row_of_pair);
     auto *xp = reinterpret_cast<std::uint16_t *>(base + l.xp);
     auto *act = reinterpret_cast<std::uint16_t *>(base + l.act);
     const int rows = b.tokens * b.slots; // rows in use are at most this
@@ -622,9 +645,17 @@ cudaError_t moe_grouped_run(const decode_weights &w, const decode_batch &b, grou
         return e;
     gather_args ga{};
     ga.x = b.x, ga.rowbase = rowbase, ga.perm = b.perm, ga.masked_pairs = b.masked_pairs;
-    ga.num_experts = b.num_experts, ga.slots = b.slots, ga.max_tokens = b.max_tokens, ga.hidden = b.hidden;
-    ga.k64 = l.k64_hidden, ga.masked = b.masked, ga.xp = xp, ga.pair_of_row = pair_of_row;
-    if (auto e = launch_pdl(gather_kernel, dim3(static_cast<unsigned>(rows)), dim3(256), 0, 1, stream, ga);
+    ga.num_experts = b.num_experts, ga.slots = b.slots, ga.max_tokens = b.max_tokens, ga.tokens = b.tokens;
+    ga.hidden = b.hidden, ga.k64 = l.k64_hidden, ga.masked = b.masked, ga.xp = xp;
+    ga.pair_of_row = pair_of_row, ga.row_of_pair = row_of_pair;
+    if (auto e = launch_pdl(pairs_kernel, dim3(static_cast<unsigned>((rows + 255) / 256)), dim3(256), 0, 1, stream, ga);
+        e != cudaSuccess)
+        return e;
+    const int slices = (l.k64_hidden / 8 + 32 * kGatherVecs - 1) / (32 * kGatherVecs);
+    const long long gather_warps = static_cast<long long>(b.tokens) * slices;
+    if (auto e =
+            launch_pdl(gather_kernel, dim3(static_cast<unsigned>((gather_warps + kGatherWarps - 1) / kGatherWarps)),
+                       dim3(32 * kGatherWarps), 0, 1, stream, ga, slices);
         e != cudaSuccess)
         return e;
 
