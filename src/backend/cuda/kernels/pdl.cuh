@@ -1,7 +1,7 @@
-// Programmatic dependent launch (sm_90), shared by the MoE layer's kernels: each lets the next kernel's CTAs
-// become resident while it runs, waits for the previous kernel's results before reading them, and is launched
-// with programmatic stream serialization (in stream capture the graph gets a programmatic edge), so the
-// launch gaps between the layer's kernels hide behind work. CUDA-only header (included by .cu files).
+// Launch helpers shared by the MoE layer's kernels. Programmatic dependent launch (sm_90): each kernel lets the
+// next one's CTAs become resident while it runs, waits for the previous kernel's results before reading them, and
+// is launched with programmatic stream serialization (in stream capture the graph gets a programmatic edge), so
+// the launch gaps between the layer's kernels hide behind work. CUDA-only header (included by .cu files).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -38,6 +38,15 @@ cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, std::si
         cfg.numAttrs = 2;
     }
     return cudaLaunchKernelEx(&cfg, kernel, args...);
+}
+
+/// SMs of the current device (132, the H100/H200's, when the query fails): sizes persistent grids and K splits.
+inline int current_sm_count() {
+    int dev = 0, n = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+        return 132;
+    return n;
 }
 
 } // namespace fp4moe::cuda

@@ -177,14 +177,6 @@ __global__ void __launch_bounds__(kThreads, 2)
     cluster.sync(); // keep this CTA's partials alive until the cluster has read them
 }
 
-int sm_count() {
-    int dev = 0, n = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-        return 132;
-    return n;
-}
-
 } // namespace
 
 bool router_logits_mma_fits(int hidden, const std::uint16_t *x, const float *router) {
@@ -200,7 +192,7 @@ int router_logits_mma_splits(int tokens, int hidden, int experts) {
     const long long tiles =
         static_cast<long long>((experts + BLOCK_N - 1) / BLOCK_N) * ((tokens + BLOCK_M - 1) / BLOCK_M);
     int ks = 1;
-    while (ks < kMaxSplits && tiles * ks < sm_count() && hidden >= 2 * ks * 512) ks *= 2;
+    while (ks < kMaxSplits && tiles * ks < current_sm_count() && hidden >= 2 * ks * 512) ks *= 2;
     return ks;
 }
 

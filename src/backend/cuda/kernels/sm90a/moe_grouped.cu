@@ -566,14 +566,6 @@ cudaError_t make_b_map(CUtensorMap &map, const std::uint16_t *base, int rows, in
     return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-int sm_count() {
-    int dev = 0, n = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-        return 132;
-    return n;
-}
-
 template <bool GateUp, int BN, int ST, int MT>
 cudaError_t launch_gemm(const CUtensorMap &map, const gemm_args &g, long long mblocks, cudaStream_t stream) {
     constexpr int smem = smem_bytes<GateUp, BN, ST, MT>();
@@ -583,7 +575,7 @@ cudaError_t launch_gemm(const CUtensorMap &map, const gemm_args &g, long long mb
     if (set != cudaSuccess) return set;
     constexpr int per_cta = cta_shape<GateUp, BN, MT>::tiles;
     const long long work = mblocks * ((g.tiles + per_cta - 1) / per_cta);
-    const int grid = static_cast<int>(std::max<long long>(1, std::min<long long>(sm_count(), work)));
+    const int grid = static_cast<int>(std::max<long long>(1, std::min<long long>(current_sm_count(), work)));
     return launch_pdl(grouped_gemm_kernel<GateUp, BN, ST, MT>, dim3(grid), dim3(kThreads), smem, 1, stream, map, g);
 }
 
