@@ -50,16 +50,18 @@ struct smem_tiles {
     std::uint16_t xs[BLOCK_M][kRowHalves];
     std::uint16_t rs[kParts][BLOCK_N][kRowHalves];
 };
-constexpr int kSmemBytes = sizeof(smem_tiles) > kThreads *kAccFloats * 4 ? sizeof(smem_tiles)
-                                                                         : kThreads *kAccFloats * 4;
+constexpr int kPartialBytes = kThreads * kAccFloats * 4;
+constexpr int kSmemBytes = static_cast<int>(sizeof(smem_tiles)) > kPartialBytes ? static_cast<int>(sizeof(smem_tiles))
+                                                                                : kPartialBytes;
 
 // One CTA: logits of tokens [m0, m0 + 128) x experts [n0, n0 + 64) over its K range. Each K step of 32 is loaded
 // into registers one step ahead, then stored to shared memory: x as is, the router split into its three bf16
 // parts (once per CTA, not per warp). Warp (wm, wn) multiplies tokens 32 wm .. and experts 32 wn .. with 2 x 4
 // m16n8k16 tiles per part. Split K (gridDim.x = ks CTAs, one cluster): CTA rank r takes the r-th K range (in
-// whole steps), leaves its partial logits in shared memory, and rank r sums the r-th eighth.. of every thread's
-// logits over the ranks in rank order (deterministic) and stores them. A batch whose tiles alone cannot fill
-// the GPU (T = 4096 at 128 experts: 64 CTAs) is latency-bound per K step, so fewer steps per CTA is the gain.
+// whole steps) and leaves its partial logits in shared memory; then rank r sums its share of every thread's
+// logits (8 / ks of the thread's eight groups of four) over the ranks in rank order (deterministic) and stores it. A
+// batch whose tiles alone cannot fill the GPU (T = 4096 at 128 experts: 64 CTAs) is latency-bound per K step, so fewer
+// steps per CTA is the gain.
 __global__ void __launch_bounds__(kThreads, 2)
     sm90_bf16x3_router_logits_mma(const std::uint16_t *__restrict__ x, const float *__restrict__ router, int tokens,
                                   int hidden, int experts, float *__restrict__ logits) {
