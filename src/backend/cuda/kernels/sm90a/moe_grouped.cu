@@ -7,7 +7,9 @@
 // tokens are the shared-memory operand B (N = BN rows, TMA with 128-byte swizzle). A producer warp keeps a
 // ring of K chunks in flight; a consumer warpgroup dequantizes chunk s while its wgmma of chunk s - 1 runs
 // (64 weight rows per warpgroup and bn <= 128; the others wait for each step), and the two warpgroups overlap
-// each other. TMA cannot gather rows on sm_90, hence the gather kernel in front.
+// each other. TMA cannot gather rows on sm_90, hence the gather kernel in front. down's consumers hand their fp32
+// output tile to the producer warpgroup's three idle warps through shared memory, which store it while the
+// consumers multiply the next tile.
 #include "kernels/decode_device.cuh"
 #include "kernels/grouped_layout.h"
 #include "kernels/moe_grouped.h"
@@ -239,18 +241,33 @@ __device__ __forceinline__ work find_work(const int *mprefix, int num_experts, i
 
 // Shared memory of one CTA: the B ring, its barriers, the m-block prefix, gate_up's staging tile (BN columns of
 // the CTA's act features, each padded by 16 bytes so that the four column pairs a warp writes at once fall in
-// different banks), and down's (token, slot) pair and scale per column.
+// different banks), down's (token, slot) pair and scale per column, and, where it fits, down's fp32 output tile
+// (BN columns of the CTA's 16 x tiles rows, padded by 4 floats: the consumers' scalar writes are conflict-free)
+// with its two barriers.
 template <bool GateUp, int BN, int MT>
 struct cta_shape {
     static constexpr int tiles = 4 * kConsumers * MT; // 16-row weight tiles per CTA
     static constexpr int out_rows = 8 * tiles;        // gate_up: act features per column
     static constexpr int col_bytes = GateUp ? 2 * out_rows + 16 : 0;
     static constexpr int stage_bytes = BN * kChunkBytesPerRow;
+    static constexpr int epi_stride = 16 * tiles + 4; // down's output tile: floats per column
 };
 template <bool GateUp, int BN, int ST, int MT>
-constexpr int smem_bytes() {
+constexpr int base_smem_bytes() {
     using C = cta_shape<GateUp, BN, MT>;
     return 1024 /* alignment slack */ + ST * C::stage_bytes + 2 * ST * 8 + 4 * kPrefixInts + BN * C::col_bytes + 8 * BN;
+}
+// down hands its output tile to the producer warpgroup's idle warps (which scale and store it while the consumers
+// run the next tile) where the tile fits beside the ring: every tactic but bn = 256.
+template <bool GateUp, int BN, int ST, int MT>
+constexpr bool hands_off() {
+    return !GateUp &&
+           base_smem_bytes<GateUp, BN, ST, MT>() + 4 * BN * cta_shape<GateUp, BN, MT>::epi_stride + 16 <= 227 * 1024;
+}
+template <bool GateUp, int BN, int ST, int MT>
+constexpr int smem_bytes() {
+    return base_smem_bytes<GateUp, BN, ST, MT>() +
+           (hands_off<GateUp, BN, ST, MT>() ? 4 * BN * cta_shape<GateUp, BN, MT>::epi_stride + 16 : 0);
 }
 
 __device__ __forceinline__ void consumers_sync() { // the consumer warpgroups only (named barrier 1)
@@ -272,10 +289,16 @@ __global__ void __launch_bounds__(kThreads, 1)
     std::uint8_t *staging = reinterpret_cast<std::uint8_t *>(mprefix + kPrefixInts);
     int *col_pair = reinterpret_cast<int *>(staging + BN * C::col_bytes);
     float *col_scale = reinterpret_cast<float *>(col_pair + BN);
+    constexpr bool kHandOff = hands_off<GateUp, BN, ST, MT>();
+    float *epi = col_scale + BN;                                                  // down's output tile
+    auto *epi_full = reinterpret_cast<std::uint64_t *>(epi + BN * C::epi_stride); // written by the consumers
+    std::uint64_t *epi_empty = epi_full + 1;                                      // stored by the storers
+    constexpr int kStorers = 96;                                                  // the producer warpgroup's warps 1..3
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     if (threadIdx.x == 0) {
         for (int s = 0; s < ST; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], 4 * kConsumers);
+        if constexpr (kHandOff) mbar_init(epi_full, 128 * kConsumers), mbar_init(epi_empty, kStorers);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<std::uint64_t>(&b_map)) : "memory");
     }
@@ -308,8 +331,44 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int ntiles = (g.tiles + C::tiles - 1) / C::tiles;
     const int total = mprefix[g.num_experts] * ntiles;
 
-    if (warp < 4) { // producer warpgroup: one thread streams B chunks
+    // Producer warpgroup: one thread streams B chunks; where down hands off its output tiles, warps 1..3 store them
+    // (the consumers only write a tile to shared memory and go on: the tensor cores idle through an epilogue, and
+    // a build without the GEMMs' epilogues ran the layer 13-20 % faster at T >= 4096).
+    if (warp < 4) {
         set_max_regs_dec<40>();
+        if constexpr (kHandOff) {
+            if (warp > 0) { // storers: down's output tiles, scaled by each column's router weight, as fp32 rows
+                const int sid = threadIdx.x - 32;
+                int sphase = 0;
+                for (int w = blockIdx.x; w < total; w += gridDim.x) {
+                    const work wk = find_work(mprefix, g.num_experts, w, ntiles, BN, g.rowbase, g.counts);
+                    // the tile's (token, slot) pairs and scales, read while the consumers still multiply
+                    for (int col = sid; col < wk.rows; col += kStorers) {
+                        const int pair = g.pair_of_row[wk.row0 + col];
+                        col_pair[col] = pair, col_scale[col] = g.topk_weights[pair] * g.gs0[wk.e] * kPackedProductScale;
+                    }
+                    asm volatile("bar.sync 2, %0;" ::"n"(kStorers) : "memory");
+                    const int h0 = wk.ntile * C::tiles * 16, vecs = min(C::tiles * 16, g.hidden - h0) / 4;
+                    mbar_wait(epi_full, sphase);
+#pragma unroll 1
+                    for (int col = warp - 1; col < wk.rows; col += 3) {
+                        const float sc = col_scale[col];
+                        const float *src = epi + col * C::epi_stride;
+                        float *dst = g.partial + static_cast<std::size_t>(col_pair[col]) * g.hidden + h0;
+#pragma unroll 1
+                        for (int x = lane; x < vecs; x += 32) {
+                            float4 v = *reinterpret_cast<const float4 *>(src + 4 * x);
+                            v.x *= sc, v.y *= sc, v.z *= sc, v.w *= sc;
+                            *reinterpret_cast<float4 *>(dst + 4 * x) = v;
+                        }
+                    }
+                    mbar_arrive(epi_empty);
+                    sphase ^= 1;
+                    asm volatile("bar.sync 2, %0;" ::"n"(kStorers) : "memory"); // the column arrays are free again
+                }
+                return;
+            }
+        }
         if (warp != 0 || lane != 0) return;
         int stage = 0, phase = 0;
         for (int w = blockIdx.x; w < total; w += gridDim.x) {
@@ -344,7 +403,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         const work wk = find_work(mprefix, g.num_experts, w, ntiles, BN, g.rowbase, g.counts);
         // down: this thread's output column's pair (its router weight is read once the pair has arrived)
         int my_pair = -1;
-        if constexpr (!GateUp)
+        if constexpr (!GateUp && !kHandOff)
             if (ctid < wk.rows) my_pair = g.pair_of_row[wk.row0 + ctid];
         float my_weight = 0.0f;
 
@@ -393,7 +452,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 if (has_tile[m] && s + P < g.ksteps)
                     qa[m][J] = load_stream(qp[m] + (s + P) * 512), sa[m][J] = load_stream2(sp[m] + (s + P) * 64);
             }
-            if constexpr (!GateUp)
+            if constexpr (!GateUp && !kHandOff)
                 if (s == 0 && my_pair >= 0) my_weight = g.topk_weights[my_pair];
             mbar_wait(&full[stage], phase);
             const std::uint64_t desc = wgmma::desc_k_major_sw128(smem_addr(ring + stage * C::stage_bytes));
@@ -445,6 +504,24 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int m = 0; m < MT; ++m) wgmma::fence_operands(acc[m]);
 
+        if constexpr (kHandOff) { // down: the tile goes to shared memory once the storers are done with the last
+            const int epi_phase = ((w - static_cast<int>(blockIdx.x)) / static_cast<int>(gridDim.x)) & 1;
+            mbar_wait(epi_empty, epi_phase ^ 1);
+#pragma unroll
+            for (int m = 0; m < MT; ++m) {
+                const int lt = (c * MT + m) * 4 + wq;
+#pragma unroll
+                for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+                    for (int i = 0; i < 2; ++i)
+#pragma unroll
+                        for (int h = 0; h < 2; ++h)
+                            epi[(8 * j + 2 * t4 + i) * C::epi_stride + 16 * lt + g8 + 8 * h] =
+                                acc[m][4 * j + 2 * h + i];
+            }
+            mbar_arrive(epi_full);
+            continue;
+        }
         // Epilogue. gate_up stages its act values column by column in shared memory (they go to permuted
         // positions), then stores each column's contiguous segment with 16-byte writes; down stores fp32 rows.
         consumers_sync(); // the previous tile's epilogue is done with the staging tile and the column arrays
