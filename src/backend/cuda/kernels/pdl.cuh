@@ -40,6 +40,11 @@ cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, std::si
     return cudaLaunchKernelEx(&cfg, kernel, args...);
 }
 
+/// Blocks of `b` covering `a` (a >= 0, b > 0).
+constexpr int ceil_div(int a, int b) {
+    return (a + b - 1) / b;
+}
+
 /// SMs of the current device (132, the H100/H200's, when the query fails): sizes persistent grids and K splits.
 inline int current_sm_count() {
     int dev = 0, n = 0;
