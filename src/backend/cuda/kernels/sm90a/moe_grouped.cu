@@ -351,7 +351,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                     const int h0 = wk.ntile * C::tiles * 16, vecs = min(C::tiles * 16, g.hidden - h0) / 4;
                     mbar_wait(epi_full, sphase);
 #pragma unroll 1
-                    for (int col = warp - 1; col < wk.rows; col += 3) {
+                    for (int col = warp - 1; col < wk.rows; col += kStorers / 32) {
                         const float sc = col_scale[col];
                         const float *src = epi + col * C::epi_stride;
                         float *dst = g.partial + static_cast<std::size_t>(col_pair[col]) * g.hidden + h0;
