@@ -259,15 +259,18 @@ constexpr int base_smem_bytes() {
 }
 // down hands its output tile to the producer warpgroup's idle warps (which scale and store it while the consumers
 // run the next tile) where the tile fits beside the ring: every tactic but bn = 256.
+template <bool GateUp, int BN, int MT>
+constexpr int handoff_bytes() { // the fp32 output tile and its two barriers
+    return 4 * BN * cta_shape<GateUp, BN, MT>::epi_stride + 16;
+}
 template <bool GateUp, int BN, int ST, int MT>
 constexpr bool hands_off() {
-    return !GateUp &&
-           base_smem_bytes<GateUp, BN, ST, MT>() + 4 * BN * cta_shape<GateUp, BN, MT>::epi_stride + 16 <= 227 * 1024;
+    return !GateUp && base_smem_bytes<GateUp, BN, ST, MT>() + handoff_bytes<GateUp, BN, MT>() <= 227 * 1024;
 }
 template <bool GateUp, int BN, int ST, int MT>
 constexpr int smem_bytes() {
     return base_smem_bytes<GateUp, BN, ST, MT>() +
-           (hands_off<GateUp, BN, ST, MT>() ? 4 * BN * cta_shape<GateUp, BN, MT>::epi_stride + 16 : 0);
+           (hands_off<GateUp, BN, ST, MT>() ? handoff_bytes<GateUp, BN, MT>() : 0);
 }
 
 __device__ __forceinline__ void consumers_sync() { // the consumer warpgroups only (named barrier 1)
