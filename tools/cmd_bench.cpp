@@ -75,7 +75,21 @@ int run_bench_moe(bench_moe_opts &o, const std::string &command) {
         }
     }
     b.runners = o.runners == "all" ? std::vector<std::string>{} : split(o.runners);
-    b.all_tactics = o.tactics == "all";
+    if (o.tactics == "default") {
+        b.all_tactics = false;
+    } else if (o.tactics != "all") { // substrings of tactic names, '|'-separated
+        for (std::size_t at = 0;;) {
+            const std::size_t bar = o.tactics.find('|', at);
+            const std::string part = o.tactics.substr(at, bar == std::string::npos ? std::string::npos : bar - at);
+            if (part.empty())
+                return fail(fmt::format("--tactics '{}': an empty alternative (give 'all', 'default', or "
+                                        "'|'-separated parts of tactic names)",
+                                        o.tactics));
+            b.tactic_filter.push_back(part);
+            if (bar == std::string::npos) break;
+            at = bar + 1;
+        }
+    }
     b.auto_row = !o.no_auto;
     b.command = command;
 
@@ -114,8 +128,9 @@ void register_bench_moe(CLI::App &bench, command_registry &reg, int argc, char *
     cmd->add_option("--runners", o->runners,
                     "'all' or comma-separated runner names (cpu.ref, cpu.fast; cuda.decode, cuda.grouped)")
         ->capture_default_str();
-    cmd->add_option("--tactics", o->tactics, "'all' (a row per tactic) or 'default' (tactic 0 only)")
-        ->check(CLI::IsMember({"all", "default"}))
+    cmd->add_option("--tactics", o->tactics,
+                    "'all' (a row per tactic), 'default' (tactic 0 only), or '|'-separated parts of tactic names "
+                    "('rows=256|bn=64': the tactics whose name contains one)")
         ->capture_default_str();
     cmd->add_flag("--no-auto", o->no_auto, "Leave out the autotuner's row (auto) per T");
     cmd->add_option("--moe-runner", o->b.moe_runner,

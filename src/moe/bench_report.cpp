@@ -64,6 +64,31 @@ std::vector<std::int64_t> moe_bench_token_list(const moe_bench_options &o) {
     return tokens;
 }
 
+std::vector<moe_tactic> moe_bench_tactics(std::vector<moe_tactic> tactics, const moe_bench_options &o) {
+    if (!o.all_tactics && !tactics.empty()) tactics.resize(1);
+    if (o.tactic_filter.empty()) return tactics;
+    std::vector<moe_tactic> kept;
+    for (auto &t : tactics)
+        if (std::any_of(o.tactic_filter.begin(), o.tactic_filter.end(),
+                        [&](const std::string &f) { return t.name.find(f) != std::string::npos; }))
+            kept.push_back(std::move(t));
+    return kept;
+}
+
+status moe_bench_check_tactics(const moe_bench_options &o,
+                               const std::vector<std::pair<std::string, std::vector<moe_tactic>>> &runners) {
+    if (o.tactic_filter.empty()) return {};
+    std::string known;
+    for (const auto &[name, tactics] : runners) {
+        if (!moe_bench_tactics(tactics, o).empty()) return {};
+        for (const auto &t : tactics) known += fmt::format("\n  {} [{}]", name, t.name);
+    }
+    std::string filter;
+    for (const auto &f : o.tactic_filter) filter += (filter.empty() ? "" : "|") + f;
+    return {status_code::invalid_argument,
+            fmt::format("--tactics '{}' matches no tactic of the runners benched; their tactics:{}", filter, known)};
+}
+
 void moe_bench_fill_rates(moe_bench_row &r, double bandwidth_gbps, double peak_tflops) {
     if (!r.skipped.empty() || r.us <= 0) return;
     r.tflops = r.flops / (r.us * 1e6);

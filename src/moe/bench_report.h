@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace fp4moe {
@@ -23,13 +24,14 @@ struct moe_bench_options {
     bool auto_row = true;             ///< add the autotuner's pick (`auto`) per token count
     std::string moe_runner;           ///< the auto row's runner: "" = FP4MOE_MOE_RUNNER, "auto" tunes, a name forces it
     bool all_tactics = true;          ///< a row per tactic (false: tactic 0 only)
-    double skew = 0.0;                ///< Zipf exponent of the router logits (0: uniform routing)
-    int threads = 0;                  ///< CPU threads (0: all)
-    int warmup = 2;                   ///< untimed runs before sampling
-    int iters = 10;                   ///< timed runs (fewer when row_budget_s runs out; at least one)
-    double row_budget_s = 5.0;        ///< stop sampling a row after this many seconds
-    double max_run_s = 20.0;          ///< skip a (runner, T) whose one run is estimated to take longer
-    double pool_gib = 0.0;            ///< cap of the weight pool (0: min(6 GiB, a third of free memory))
+    std::vector<std::string> tactic_filter; ///< not empty: only the tactics whose name contains one of these
+    double skew = 0.0;                      ///< Zipf exponent of the router logits (0: uniform routing)
+    int threads = 0;                        ///< CPU threads (0: all)
+    int warmup = 2;                         ///< untimed runs before sampling
+    int iters = 10;                         ///< timed runs (fewer when row_budget_s runs out; at least one)
+    double row_budget_s = 5.0;              ///< stop sampling a row after this many seconds
+    double max_run_s = 20.0;                ///< skip a (runner, T) whose one run is estimated to take longer
+    double pool_gib = 0.0;                  ///< cap of the weight pool (0: min(6 GiB, a third of free memory))
     std::uint64_t seed = 1;
     std::string command; ///< the command line, for the report
 };
@@ -95,6 +97,14 @@ struct moe_bench_report {
 moe_bench_meta moe_bench_meta_from(const moe_bench_options &o);
 /// The options' token counts, sorted and without repeats.
 std::vector<std::int64_t> moe_bench_token_list(const moe_bench_options &o);
+
+/// The tactics of one runner that the bench measures: all of them (tactic 0 alone when !all_tactics), narrowed to
+/// those whose name contains one of tactic_filter when that is not empty.
+std::vector<moe_tactic> moe_bench_tactics(std::vector<moe_tactic> tactics, const moe_bench_options &o);
+/// invalid_argument naming the filter and every runner's tactics when tactic_filter selects no tactic of any of
+/// the runners (name, tactics); ok otherwise.
+status moe_bench_check_tactics(const moe_bench_options &o,
+                               const std::vector<std::pair<std::string, std::vector<moe_tactic>>> &runners);
 
 /// Fills tflops, gbps and pct_floor of a measured row from us, bytes, flops and the measured rates.
 void moe_bench_fill_rates(moe_bench_row &r, double bandwidth_gbps, double peak_tflops);

@@ -70,3 +70,31 @@ TEST(moe_bench_cpu, tiny_run_has_a_row_per_runner_tactic_and_token_count) {
     ASSERT_FALSE(bad.ok());
     EXPECT_NE(bad.get_status().message().find("cpu.ref, cpu.fast"), std::string::npos);
 }
+
+TEST(moe_bench_cpu, tactic_filter_benches_the_matching_tactics_and_names_a_miss) {
+    moe_bench_options o;
+    o.shape_name = "custom";
+    o.desc = moe_shape_custom(64, 32, 8, 2, 1).value();
+    o.tokens = {1};
+    o.runners = {"cpu.ref", "cpu.fast"};
+    o.tactic_filter = {"block_n=auto", "fp64 accumulate"}; // cpu.fast's tactic 0; no tactic of cpu.ref (fp32)
+    o.auto_row = false;
+    o.warmup = 0;
+    o.iters = 1;
+    o.threads = 2;
+    o.pool_gib = 0.001;
+    auto rep = cpu::run_moe_bench(o);
+    ASSERT_TRUE(rep.ok()) << rep.get_status().to_string();
+    ASSERT_EQ(rep.value().rows.size(), 1u);
+    EXPECT_EQ(rep.value().rows[0].runner, "cpu.fast");
+    EXPECT_NE(rep.value().rows[0].tactic.find("block_n=auto"), std::string::npos);
+
+    o.tactic_filter = {"bn=128", "no such"};
+    auto bad = cpu::run_moe_bench(o);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_EQ(bad.get_status().code(), status_code::invalid_argument);
+    const std::string msg = bad.get_status().message();
+    EXPECT_NE(msg.find("--tactics 'bn=128|no such'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("cpu.ref [fp32 accumulate]"), std::string::npos) << msg; // what there is to pick from
+    EXPECT_NE(msg.find("cpu.fast [isa="), std::string::npos) << msg;
+}

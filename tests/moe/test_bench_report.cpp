@@ -122,6 +122,30 @@ TEST(moe_bench, csv_table_markdown_svg) {
     EXPECT_EQ(polylines, 6u); // 3 series (cpu.fast, cpu.ref, auto) x 2 panels
 }
 
+TEST(moe_bench, tactic_selection_all_default_and_filtered) {
+    const std::vector<moe_tactic> all = {
+        {0, "bn=128 stages=5"}, {1, "bn=256 stages=4"}, {2, "bn=128 stages=4 rows=256"}};
+    moe_bench_options o;
+    EXPECT_EQ(moe_bench_tactics(all, o).size(), 3u);
+    o.all_tactics = false;
+    ASSERT_EQ(moe_bench_tactics(all, o).size(), 1u);
+    EXPECT_EQ(moe_bench_tactics(all, o)[0].id, 0);
+    o.all_tactics = true;
+    o.tactic_filter = {"rows=256", "bn=256"};
+    const auto kept = moe_bench_tactics(all, o);
+    ASSERT_EQ(kept.size(), 2u);
+    EXPECT_EQ(kept[0].id, 1); // in the runner's order
+    EXPECT_EQ(kept[1].id, 2);
+    EXPECT_TRUE(moe_bench_check_tactics(o, {{"cuda.decode", {{0, "nt=1"}}}, {"cuda.grouped", all}}).ok());
+    o.tactic_filter = {"stages=9"};
+    EXPECT_TRUE(moe_bench_tactics(all, o).empty());
+    const status st = moe_bench_check_tactics(o, {{"cuda.grouped", all}});
+    EXPECT_EQ(st.code(), status_code::invalid_argument);
+    EXPECT_NE(st.message().find("cuda.grouped [bn=256 stages=4]"), std::string::npos) << st.message();
+    o.tactic_filter.clear();
+    EXPECT_TRUE(moe_bench_check_tactics(o, {}).ok()); // no filter: nothing to check
+}
+
 TEST(moe_shapes, presets_match_models_md) {
     auto air = moe_shape_by_name("glm-4.5-air").value();
     EXPECT_EQ(air.hidden, 4096);

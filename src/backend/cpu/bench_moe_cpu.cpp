@@ -311,6 +311,11 @@ result<moe_bench_report> run_moe_bench(const moe_bench_options &o) {
             selected.push_back(r);
         }
     }
+    {
+        std::vector<std::pair<std::string, std::vector<moe_tactic>>> offered;
+        for (const auto *r : selected) offered.emplace_back(std::string(r->name()), r->tactics(d));
+        if (auto st = moe_bench_check_tactics(o, offered); !st.ok()) return st;
+    }
     const moe_device dev = cpu_device(o.threads);
     std::vector<const moe_runner *> all;
     for (const auto &c : reg.candidates()) all.push_back(c.runner);
@@ -366,9 +371,7 @@ result<moe_bench_report> run_moe_bench(const moe_bench_options &o) {
                 rep.rows.back().skipped = "does not support this shape";
                 continue;
             }
-            auto tactics = r->tactics(d);
-            if (!o.all_tactics) tactics.resize(1);
-            for (const auto &t : tactics) {
+            for (const auto &t : moe_bench_tactics(r->tactics(d), o)) {
                 moe_bench_row row{std::string(r->name()), t.id, t.name, o.shape_name, T};
                 const double s = est.seconds(key(*r, t), T);
                 if (s > o.max_run_s) {

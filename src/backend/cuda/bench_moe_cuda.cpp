@@ -257,6 +257,11 @@ result<moe_bench_report> run_moe_bench_cuda(const moe_bench_options &o) {
         return gpu_runner::decode;
     };
     if (o.tokens.empty()) return status{status_code::invalid_argument, "no token counts given"};
+    {
+        std::vector<std::pair<std::string, std::vector<moe_tactic>>> offered;
+        for (const auto &[k, r] : runners) offered.emplace_back(std::string(r->name()), r->tactics(d));
+        if (auto st = moe_bench_check_tactics(o, offered); !st.ok()) return st;
+    }
 
     moe_bench_report rep;
     rep.meta = moe_bench_meta_from(o);
@@ -300,9 +305,7 @@ result<moe_bench_report> run_moe_bench_cuda(const moe_bench_options &o) {
     for (std::int64_t T : tokens) {
         const std::size_t first = rep.rows.size();
         for (const auto &[kind, runner] : runners) {
-            auto tactics = runner->tactics(d);
-            if (!o.all_tactics) tactics.resize(1);
-            for (const auto &t : tactics) {
+            for (const auto &t : moe_bench_tactics(runner->tactics(d), o)) {
                 moe_bench_row row{std::string(runner->name()), t.id, t.name, o.shape_name, T};
                 auto tm = env.measure_best(T, {kind, t.id}, o.warmup, std::max(o.iters, 20));
                 if (!tm.ok()) return tm.get_status();
