@@ -27,17 +27,27 @@ TEST(moe_bench_cpu, router_logits_parallel_matches_reference) {
     for (std::size_t i = 0; i < ref.size(); ++i) EXPECT_NEAR(got[i], ref[i], 1e-4f * (1 + std::fabs(ref[i]))) << i;
 }
 
-TEST(moe_bench_cpu, tiny_run_has_a_row_per_runner_tactic_and_token_count) {
+namespace {
+
+// A bench of both CPU runners on a tiny custom layer (H=64, I=32, E=8, k=2, S=1), quick to time.
+moe_bench_options tiny_bench() {
     moe_bench_options o;
     o.shape_name = "custom";
     o.desc = moe_shape_custom(64, 32, 8, 2, 1).value();
-    o.tokens = {2, 1};
     o.runners = {"cpu.ref", "cpu.fast"};
-    o.all_tactics = false;
     o.warmup = 0;
-    o.iters = 2;
     o.threads = 2;
     o.pool_gib = 0.001;
+    return o;
+}
+
+} // namespace
+
+TEST(moe_bench_cpu, tiny_run_has_a_row_per_runner_tactic_and_token_count) {
+    moe_bench_options o = tiny_bench();
+    o.tokens = {2, 1};
+    o.all_tactics = false;
+    o.iters = 2;
     o.skew = 1.0;
     auto rep = cpu::run_moe_bench(o);
     ASSERT_TRUE(rep.ok()) << rep.get_status().to_string();
@@ -72,17 +82,11 @@ TEST(moe_bench_cpu, tiny_run_has_a_row_per_runner_tactic_and_token_count) {
 }
 
 TEST(moe_bench_cpu, tactic_filter_benches_the_matching_tactics_and_names_a_miss) {
-    moe_bench_options o;
-    o.shape_name = "custom";
-    o.desc = moe_shape_custom(64, 32, 8, 2, 1).value();
+    moe_bench_options o = tiny_bench();
     o.tokens = {1};
-    o.runners = {"cpu.ref", "cpu.fast"};
     o.tactic_filter = {"block_n=auto", "fp64 accumulate"}; // cpu.fast's tactic 0; no tactic of cpu.ref (fp32)
     o.auto_row = false;
-    o.warmup = 0;
     o.iters = 1;
-    o.threads = 2;
-    o.pool_gib = 0.001;
     auto rep = cpu::run_moe_bench(o);
     ASSERT_TRUE(rep.ok()) << rep.get_status().to_string();
     ASSERT_EQ(rep.value().rows.size(), 1u);
