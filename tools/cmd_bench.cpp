@@ -10,9 +10,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
 #include <memory>
-#include <sstream>
+#include <utility>
 
 namespace fp4moe::tools {
 namespace {
@@ -30,12 +31,16 @@ struct bench_moe_opts {
     moe_bench_options b;
 };
 
-std::vector<std::string> split(const std::string &s) {
+// The parts of s between separators; empty parts are dropped unless keep_empty ("a||b" -> "a", "", "b").
+std::vector<std::string> split(const std::string &s, char sep = ',', bool keep_empty = false) {
     std::vector<std::string> out;
-    std::stringstream ss(s);
-    for (std::string item; std::getline(ss, item, ',');)
-        if (!item.empty()) out.push_back(item);
-    return out;
+    std::size_t at = 0;
+    for (std::size_t end;; at = end + 1) {
+        end = s.find(sep, at);
+        std::string part = s.substr(at, end == std::string::npos ? std::string::npos : end - at);
+        if (keep_empty || !part.empty()) out.push_back(std::move(part));
+        if (end == std::string::npos) return out;
+    }
 }
 
 bool write_file(const std::string &path, const std::string &text) {
@@ -77,18 +82,12 @@ int run_bench_moe(bench_moe_opts &o, const std::string &command) {
     b.runners = o.runners == "all" ? std::vector<std::string>{} : split(o.runners);
     if (o.tactics == "default") {
         b.all_tactics = false;
-    } else if (o.tactics != "all") { // substrings of tactic names, '|'-separated
-        for (std::size_t at = 0;;) {
-            const std::size_t bar = o.tactics.find('|', at);
-            const std::string part = o.tactics.substr(at, bar == std::string::npos ? std::string::npos : bar - at);
-            if (part.empty())
-                return fail(fmt::format("--tactics '{}': an empty alternative (give 'all', 'default', or "
-                                        "'|'-separated parts of tactic names)",
-                                        o.tactics));
-            b.tactic_filter.push_back(part);
-            if (bar == std::string::npos) break;
-            at = bar + 1;
-        }
+    } else if (o.tactics != "all") { // parts of tactic names, '|'-separated
+        b.tactic_filter = split(o.tactics, '|', true);
+        if (std::find(b.tactic_filter.begin(), b.tactic_filter.end(), "") != b.tactic_filter.end())
+            return fail(fmt::format("--tactics '{}': an empty alternative (give 'all', 'default', or '|'-separated "
+                                    "parts of tactic names)",
+                                    o.tactics));
     }
     b.auto_row = !o.no_auto;
     b.command = command;
