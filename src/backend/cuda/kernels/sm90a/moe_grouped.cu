@@ -43,7 +43,7 @@ __host__ __device__ constexpr std::size_t align256(std::size_t n) {
 // Workspace regions, from the same upper bounds on host and device. xp (gate_up's B) is dead once gate_up
 // has run, so down's partial rows reuse it.
 struct layout {
-    std::size_t rowbase, pair_of_row, row_of_pair, xp, act, total;
+    std::size_t rowbase, sched, pair_of_row, row_of_pair, xp, act, total;
     int rows, k64_hidden, k64_inter;
 };
 inline layout make_layout(int hidden, int inter, int num_experts, int slots, int max_tokens) {
@@ -52,6 +52,7 @@ inline layout make_layout(int hidden, int inter, int num_experts, int slots, int
     l.k64_hidden = (hidden + 63) / 64 * 64, l.k64_inter = (inter + 63) / 64 * 64;
     std::size_t off = 0;
     l.rowbase = off, off += align256(4 * static_cast<std::size_t>(num_experts + 1));
+    l.sched = off, off += align256(4 * 2); // gate_up's and down's work-item counters
     l.pair_of_row = off, off += align256(4 * static_cast<std::size_t>(l.rows));
     l.row_of_pair = off, off += align256(4 * static_cast<std::size_t>(l.rows));
     const std::size_t xp = 2 * static_cast<std::size_t>(l.rows) * l.k64_hidden;
@@ -65,10 +66,12 @@ inline layout make_layout(int hidden, int inter, int num_experts, int slots, int
 // ---- rows and gather ------------------------------------------------------------------------------------
 
 // rowbase[e] = sum of counts[0 .. e): each expert's first row in the compact order (rowbase[NE] = rows in use).
+// Also zeroes the GEMMs' two work-item counters (every kernel after this one waits for it to complete).
 __global__ void __launch_bounds__(1024)
-    rows_kernel(const std::int32_t *counts, int num_experts, std::int32_t *rowbase) {
+    rows_kernel(const std::int32_t *counts, int num_experts, std::int32_t *rowbase, int *sched) {
     wait_for_previous_kernel();
     allow_next_kernel();
+    if (threadIdx.x < 2) sched[threadIdx.x] = 0;
     __shared__ int warp_sums[32];
     const int i = threadIdx.x, lane = i % 32, warp = i / 32;
     const int c = i < num_experts ? counts[i] : 0;
@@ -185,6 +188,7 @@ struct gemm_args {
     const std::uint8_t *wq, *ws; // packed weights and scale codes, experts contiguous
     int tiles, ksteps;           // 16-row tiles and 64-wide K steps per expert
     const float *gs0, *gs1;      // global scales (gate_up: gate, up; down: down, unused)
+    int *sched;                  // work items claimed past the first wave (zeroed by rows_kernel)
     const std::int32_t *counts, *rowbase;
     int num_experts;
     // gate_up: act rows
@@ -252,10 +256,16 @@ struct cta_shape {
     static constexpr int stage_bytes = BN * kChunkBytesPerRow;
     static constexpr int epi_stride = 16 * tiles + 4; // down's output tile: floats per column
 };
+// Work items reach the CTA's warps through a small ring (ids, and a full and an empty barrier per slot) filled by
+// the producer thread, which claims them from a global counter: dynamic scheduling, because items differ in cost
+// (an expert's last block multiplies a narrower N) and a static round-robin left SMs idle for 7-16 % of gate_up
+// and down at T = 4096 in a simulation of the bench's routing (1-2 % with claims in order).
+constexpr int kItemSlots = 4;
 template <bool GateUp, int BN, int ST, int MT>
 constexpr int base_smem_bytes() {
     using C = cta_shape<GateUp, BN, MT>;
-    return 1024 /* alignment slack */ + ST * C::stage_bytes + 2 * ST * 8 + 4 * kPrefixInts + BN * C::col_bytes + 8 * BN;
+    return 1024 /* alignment slack */ + ST * C::stage_bytes + 2 * ST * 8 + kItemSlots * (2 * 8 + 4) +
+           4 * kPrefixInts + BN * C::col_bytes + 8 * BN;
 }
 // down hands its output tile to the producer warpgroup's idle warps (which scale and store it while the consumers
 // run the next tile) where the tile fits beside the ring: every tactic but bn = 256.
@@ -288,7 +298,9 @@ __global__ void __launch_bounds__(kThreads, 1)
         reinterpret_cast<std::uint8_t *>((reinterpret_cast<std::uintptr_t>(smem_raw) + 1023) & ~std::uintptr_t(1023));
     auto *full = reinterpret_cast<std::uint64_t *>(ring + ST * C::stage_bytes);
     std::uint64_t *empty = full + ST;
-    int *mprefix = reinterpret_cast<int *>(empty + ST); // m-blocks before expert e
+    std::uint64_t *item_full = empty + ST, *item_empty = item_full + kItemSlots;
+    int *item_ids = reinterpret_cast<int *>(item_empty + kItemSlots);
+    int *mprefix = item_ids + kItemSlots; // m-blocks before expert e
     std::uint8_t *staging = reinterpret_cast<std::uint8_t *>(mprefix + kPrefixInts);
     int *col_pair = reinterpret_cast<int *>(staging + BN * C::col_bytes);
     float *col_scale = reinterpret_cast<float *>(col_pair + BN);
@@ -301,6 +313,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     if (threadIdx.x == 0) {
         for (int s = 0; s < ST; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], 4 * kConsumers);
+        for (int s = 0; s < kItemSlots; ++s) // read by every consumer warp and the storer warps
+            mbar_init(&item_full[s], 1), mbar_init(&item_empty[s], 4 * kConsumers + (kHandOff ? kStorers / 32 : 0));
         if constexpr (kHandOff) mbar_init(epi_full, 128 * kConsumers), mbar_init(epi_empty, kStorers);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<std::uint64_t>(&b_map)) : "memory");
@@ -333,6 +347,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     __syncthreads();
     const int ntiles = (g.tiles + C::tiles - 1) / C::tiles;
     const int total = mprefix[g.num_experts] * ntiles;
+    int islot = 0, iphase = 0;
+    auto next_item = [&]() { // a reader warp's next work item; total once there are none
+        mbar_wait(&item_full[islot], iphase);
+        const int w = item_ids[islot];
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&item_empty[islot]);
+        if (++islot == kItemSlots) islot = 0, iphase ^= 1;
+        return w;
+    };
 
     // Producer warpgroup: one thread streams B chunks; where down hands off its output tiles, warps 1..3 store them
     // (the consumers only write a tile to shared memory and go on: the tensor cores idle through an epilogue, and
@@ -343,7 +366,9 @@ __global__ void __launch_bounds__(kThreads, 1)
             if (warp > 0) { // storers: down's output tiles, scaled by each column's router weight, as fp32 rows
                 const int sid = threadIdx.x - 32;
                 int sphase = 0;
-                for (int w = blockIdx.x; w < total; w += gridDim.x) {
+                for (;;) {
+                    const int w = next_item();
+                    if (w >= total) break;
                     const work wk = find_work(mprefix, g.num_experts, w, ntiles, BN, g.rowbase, g.counts);
                     // the tile's (token, slot) pairs and scales, read while the consumers still multiply
                     for (int col = sid; col < wk.rows; col += kStorers) {
@@ -374,7 +399,13 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
         if (warp != 0 || lane != 0) return;
         int stage = 0, phase = 0;
-        for (int w = blockIdx.x; w < total; w += gridDim.x) {
+        for (int w = static_cast<int>(blockIdx.x);;) { // the first item is the CTA's own; the rest are claimed
+            mbar_wait(&item_empty[islot], iphase ^ 1);
+            item_ids[islot] = min(w, total);
+            mbar_arrive(&item_full[islot]);
+            if (++islot == kItemSlots) islot = 0, iphase ^= 1;
+            if (w >= total) break;
+            const int next = static_cast<int>(gridDim.x) + atomicAdd(g.sched, 1); // in flight over the copies
             const work wk = find_work(mprefix, g.num_experts, w, ntiles, BN, g.rowbase, g.counts);
             for (int s = 0; s < g.ksteps; ++s) {
                 mbar_wait(&empty[stage], phase ^ 1);
@@ -382,6 +413,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 tma_load_2d(ring + stage * C::stage_bytes, &b_map, &full[stage], s * 64, wk.row0);
                 if (++stage == ST) stage = 0, phase ^= 1;
             }
+            w = next;
         }
         return;
     }
@@ -402,7 +434,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     // ptxas serializes every wgmma for want of registers (C7512); those run at depth 0.
     constexpr bool kPipe = MT == 1 && BN <= 128;
 
-    for (int w = blockIdx.x; w < total; w += gridDim.x) {
+    for (int it = 0;; ++it) {
+        const int w = next_item();
+        if (w >= total) break;
         const work wk = find_work(mprefix, g.num_experts, w, ntiles, BN, g.rowbase, g.counts);
         // down: this thread's output column's pair (its router weight is read once the pair has arrived)
         int my_pair = -1;
@@ -508,7 +542,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int m = 0; m < MT; ++m) wgmma::fence_operands(acc[m]);
 
         if constexpr (kHandOff) { // down: the tile goes to shared memory once the storers are done with the last
-            const int epi_phase = ((w - static_cast<int>(blockIdx.x)) / static_cast<int>(gridDim.x)) & 1;
+            const int epi_phase = it & 1;
             mbar_wait(epi_empty, epi_phase ^ 1);
 #pragma unroll
             for (int m = 0; m < MT; ++m) {
@@ -702,6 +736,7 @@ cudaError_t moe_grouped_run(const decode_weights &w, const decode_batch &b, grou
     const layout l = make_layout(b.hidden, b.inter, b.num_experts, b.slots, b.max_tokens);
     auto *base = static_cast<std::uint8_t *>(b.workspace);
     auto *rowbase = reinterpret_cast<std::int32_t *>(base + l.rowbase);
+    auto *sched = reinterpret_cast<int *>(base + l.sched);
     auto *pair_of_row = reinterpret_cast<std::int32_t *>(base + l.pair_of_row);
     auto *row_of_pair = reinterpret_cast<std::int32_t *>(base + l.row_of_pair);
     auto *xp = reinterpret_cast<std::uint16_t *>(base + l.xp);
@@ -712,7 +747,8 @@ cudaError_t moe_grouped_run(const decode_weights &w, const decode_batch &b, grou
     if (auto e = make_b_map(map_x, xp, l.rows, l.k64_hidden, t.bn); e != cudaSuccess) return e;
     if (auto e = make_b_map(map_act, act, l.rows, l.k64_inter, t.bn); e != cudaSuccess) return e;
 
-    if (auto e = launch_pdl(rows_kernel, dim3(1), dim3(1024), 0, 1, stream, b.counts, b.num_experts, rowbase);
+    if (auto e = launch_pdl(rows_kernel, dim3(1), dim3(1024), 0, 1, stream, b.counts, b.num_experts, rowbase,
+                              sched);
         e != cudaSuccess)
         return e;
     gather_args ga{};
@@ -741,11 +777,11 @@ cudaError_t moe_grouped_run(const decode_weights &w, const decode_batch &b, grou
     g.partial = reinterpret_cast<float *>(xp);
 
     g.wq = w.gate_up_q, g.ws = w.gate_up_s, g.tiles = w.tiles_gu, g.ksteps = w.ksteps_gu;
-    g.gs0 = w.gs_gate, g.gs1 = w.gs_up;
+    g.gs0 = w.gs_gate, g.gs1 = w.gs_up, g.sched = sched;
     if (auto e = dispatch<true>(map_x, g, mblocks, t, stream); e != cudaSuccess) return e;
 
     g.wq = w.down_q, g.ws = w.down_s, g.tiles = w.tiles_down, g.ksteps = w.ksteps_down;
-    g.gs0 = w.gs_down, g.gs1 = nullptr;
+    g.gs0 = w.gs_down, g.gs1 = nullptr, g.sched = sched + 1;
     if (auto e = dispatch<false>(map_act, g, mblocks, t, stream); e != cudaSuccess) return e;
 
     const long long cthreads = static_cast<long long>(b.tokens) * (b.hidden / 8);
