@@ -10,10 +10,11 @@
 //   gather    one warp per (token, 1024 of K): x, read once, -> the xp [rows, K64] bf16 rows of its pairs (expert
 //             order), each 64-wide K chunk permuted into the order the packed weights use (mma_pack.h: a lane's
 //             k16 slice q takes k = 16 t + 4 q + 2 u + c), so that one 128-byte TMA row serves all four slices.
-//   gate_up   persistent: a producer warp streams 64-wide K chunks of BN token rows by TMA into a shared ring;
+//   gate_up   persistent: a producer warp claims work items from a counter (rows zeroes it) and streams 64-wide
+//             K chunks of BN token rows by TMA into a shared ring;
 //             two consumer warpgroups each own 64 mt weight rows (4 mt 16-row tiles), load packed weights into
 //             registers, dequantize, and issue wgmma m64 x BN x k16 (an expert's last, partly filled block: the
-//             narrowest N of 16 .. BN that covers it); SiLU(gate) * up in the epilogue, staged in
+//             narrowest N, 16 or a multiple of 32 up to BN, that covers it); SiLU(gate) * up in the epilogue, staged in
 //             shared memory and written as bf16 act rows in the same permuted K order (down's B operand).
 //   down      the same kernel over H rows with K = I; the epilogue applies the global scale and the router
 //             weight and writes one fp32 row per (token, slot) pair.
