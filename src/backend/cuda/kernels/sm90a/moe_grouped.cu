@@ -264,8 +264,8 @@ constexpr int kItemSlots = 4;
 template <bool GateUp, int BN, int ST, int MT>
 constexpr int base_smem_bytes() {
     using C = cta_shape<GateUp, BN, MT>;
-    return 1024 /* alignment slack */ + ST * C::stage_bytes + 2 * ST * 8 + kItemSlots * (2 * 8 + 4) +
-           4 * kPrefixInts + BN * C::col_bytes + 8 * BN;
+    return 1024 /* alignment slack */ + ST * C::stage_bytes + 2 * ST * 8 + kItemSlots * (2 * 8 + 4) + 4 * kPrefixInts +
+           BN * C::col_bytes + 8 * BN;
 }
 // down hands its output tile to the producer warpgroup's idle warps (which scale and store it while the consumers
 // run the next tile) where the tile fits beside the ring: every tactic but bn = 256.
@@ -746,8 +746,7 @@ cudaError_t moe_grouped_run(const decode_weights &w, const decode_batch &b, grou
     if (auto e = make_b_map(map_x, xp, l.rows, l.k64_hidden, t.bn); e != cudaSuccess) return e;
     if (auto e = make_b_map(map_act, act, l.rows, l.k64_inter, t.bn); e != cudaSuccess) return e;
 
-    if (auto e = launch_pdl(rows_kernel, dim3(1), dim3(1024), 0, 1, stream, b.counts, b.num_experts, rowbase,
-                              sched);
+    if (auto e = launch_pdl(rows_kernel, dim3(1), dim3(1024), 0, 1, stream, b.counts, b.num_experts, rowbase, sched);
         e != cudaSuccess)
         return e;
     gather_args ga{};
