@@ -258,8 +258,8 @@ struct cta_shape {
 };
 // Work items reach the CTA's warps through a small ring (ids, and a full and an empty barrier per slot) filled by
 // the producer thread, which claims them from a global counter: dynamic scheduling, because items differ in cost
-// (an expert's last block multiplies a narrower N) and a static round-robin left SMs idle for 7-16 % of gate_up
-// and down at T = 4096 in a simulation of the bench's routing (1-2 % with claims in order).
+// (an expert's last block multiplies a narrower N), so a static round-robin leaves SMs idle at the end (measured:
+// 1-2 % faster than the round-robin at T = 4096, less at 16384; NOTES.md g9).
 constexpr int kItemSlots = 4;
 template <bool GateUp, int BN, int ST, int MT>
 constexpr int base_smem_bytes() {
@@ -515,7 +515,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         // The K loop for wgmma width NB: BN for full token blocks; an expert's last block, when partly filled,
         // multiplies only the narrowest wgmma width that covers its rows (16, then multiples of 32 up to BN), so
         // padding columns cost little tensor-core time: at T = 4096 an expert of deepseek-v3 holds ~100-170 rows,
-        // which with widths of powers of two alone padded the MMA work by 7 % at bn = 128 and 47 % at bn = 256.
+        // which bn = 256 with widths of powers of two alone multiplied as 256 (NOTES.md g10).
         auto kloop = [&]<int NB>() {
             int s0 = 0;
             for (; s0 + 2 <= g.ksteps; s0 += 2) {
