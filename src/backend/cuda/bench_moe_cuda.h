@@ -7,7 +7,7 @@
 // one graph per (T, tactic) holds one forward per copy back to back, as consecutive layers of a model, so
 // every forward reads its weights from HBM; the graph is replayed and the median replay time over the copies
 // is one layer's time. Bandwidth: a device-to-device copy (bytes read + written / time); bf16 peak: a large
-// cuBLAS GEMM timed under load, as the rows are (after 500 ms of GEMMs; the from-idle burst rate, 12-17 % higher
+// cuBLAS GEMM timed under load, as the rows are (after 500 ms of GEMMs; the from-idle burst rate, 14-17 % higher
 // on the H200, is reported beside it), when libcublas can be loaded (dlopen; reported as unmeasured otherwise,
 // and the floor is then the bandwidth term alone).
 #pragma once
