@@ -44,7 +44,8 @@ How it times
     Bytes and flops use moe_block_cost's formulas with bf16 weights (6*H*I bytes per expert), the touched
     experts counted on the device from each timed replay's routing and averaged. Ceilings measured in the
     same run: HBM bandwidth = a 2 GiB device-to-device copy (bytes read + written / median time) and the
-    bf16 peak = an 8192^3 torch.mm on random data (median). pct_floor = 100 * max(bytes/bandwidth,
+    bf16 peak = an 8192^3 torch.mm on random data, timed under load as the rows are (median of 20 rounds of 8
+    after 500 ms; the from-idle figure goes into peak_kind). pct_floor = 100 * max(bytes/bandwidth,
     flops/peak) / us, against the peer's OWN (bf16) bytes; `nvfp4_floor_us` is the floor of the same block
     with NVFP4 weights (what our runner must reach) for the same touched experts, so bench/join.py can
     put both runners against one floor.
