@@ -60,8 +60,8 @@ result<double> measure_bandwidth_gbps(cudaStream_t s) {
 // is absent). Returns 0 when it cannot be loaded; `kind` says what was measured.
 //
 // Timed under load, as the rows are: the H200 holds its clock only for bursts under its 700 W limit (ten GEMMs
-// from idle ran at 780-790 TFLOP/s; the same GEMM held for seconds at ~670, 1.5 GHz), and every row of the
-// bench is a median over hundreds of milliseconds of replays. So the GEMM first runs untimed for kHoldMs, then
+// from idle ran at 776-804 TFLOP/s; the same GEMM after 500 ms of load at 672-689), and every row of the bench
+// is a median over hundreds of milliseconds of replays. So the GEMM first runs untimed for kHoldMs, then
 // the rate is the median of 20 rounds of 8 back-to-back GEMMs. The burst figure (3 + 7 from idle) goes into
 // `kind`, beside it, so a reader can compare either.
 double measure_bf16_peak_tflops(cudaStream_t s, std::string &kind) {
