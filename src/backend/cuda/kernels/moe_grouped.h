@@ -17,9 +17,11 @@
 //             narrowest N, 16 or a multiple of 32 up to BN, that covers it); SiLU(gate) * up in the epilogue, staged in
 //             shared memory and written as bf16 act rows in the same permuted K order (down's B operand).
 //   down      the same kernel over H rows with K = I; the epilogue applies the global scale and the router
-//             weight and writes one fp32 row per (token, slot) pair.
-//   combine   each token's slot rows summed in slot order (fp32, deterministic) into the bf16 output; a token
-//             that routing refused (first id -1) gets NaN.
+//             weight and adds each (token, slot) row to the token's fp32 sum (red.global.add.v4.f32 into a
+//             [T, H] buffer the gather zeroed): the combine fused into down. The order in which a token's slots
+//             are added varies from run to run, so outputs may differ by an fp32 rounding (after bf16 rounding,
+//             rarely one bf16 ulp); cuda.decode's fused combine is deterministic.
+//   combine   each token's fp32 sum -> the bf16 output; a token that routing refused (first id -1) gets NaN.
 // Host-includable: only cuda_runtime_api.h types; bf16 tensors are uint16 bit patterns.
 #pragma once
 

@@ -8,8 +8,9 @@
 // ring of K chunks in flight; a consumer warpgroup dequantizes chunk s while its wgmma of chunk s - 1 runs
 // (64 weight rows per warpgroup and bn <= 128; the others wait for each step), and the two warpgroups overlap
 // each other. TMA cannot gather rows on sm_90, hence the gather kernel in front. down's consumers hand their fp32
-// output tile to the producer warpgroup's three idle warps through shared memory, which store it while the
-// consumers multiply the next tile.
+// output tile to the producer warpgroup's three idle warps through shared memory, which add it to the tokens'
+// fp32 sums (red.global.add: the weighted combine, without a pass over T x slots slot rows) while the consumers
+// multiply the next tile.
 #include "kernels/decode_device.cuh"
 #include "kernels/grouped_layout.h"
 #include "kernels/moe_grouped.h"
@@ -40,10 +41,10 @@ __host__ __device__ constexpr std::size_t align256(std::size_t n) {
     return (n + 255) / 256 * 256;
 }
 
-// Workspace regions, from the same upper bounds on host and device. xp (gate_up's B) is dead once gate_up
-// has run, so down's partial rows reuse it.
+// Workspace regions, from the same upper bounds on host and device. out_acc is the fp32 [T, H] sum of each
+// token's weighted slot rows, zeroed by the gather and added to by down's epilogue.
 struct layout {
-    std::size_t rowbase, sched, pair_of_row, row_of_pair, xp, act, total;
+    std::size_t rowbase, sched, pair_of_row, row_of_pair, xp, act, out_acc, total;
     int rows, k64_hidden, k64_inter;
 };
 inline layout make_layout(int hidden, int inter, int num_experts, int slots, int max_tokens) {
@@ -55,10 +56,9 @@ inline layout make_layout(int hidden, int inter, int num_experts, int slots, int
     l.sched = off, off += align256(4 * 2); // gate_up's and down's work-item counters
     l.pair_of_row = off, off += align256(4 * static_cast<std::size_t>(l.rows));
     l.row_of_pair = off, off += align256(4 * static_cast<std::size_t>(l.rows));
-    const std::size_t xp = 2 * static_cast<std::size_t>(l.rows) * l.k64_hidden;
-    const std::size_t partial = 4 * static_cast<std::size_t>(l.rows) * hidden;
-    l.xp = off, off += align256(std::max(xp, partial));
+    l.xp = off, off += align256(2 * static_cast<std::size_t>(l.rows) * l.k64_hidden);
     l.act = off, off += align256(2 * static_cast<std::size_t>(l.rows) * l.k64_inter);
+    l.out_acc = off, off += align256(4 * static_cast<std::size_t>(max_tokens) * hidden);
     l.total = off;
     return l;
 }
@@ -105,6 +105,7 @@ struct gather_args {
     bool masked;
     std::uint16_t *xp;
     std::int32_t *pair_of_row, *row_of_pair;
+    float *out_acc;
 };
 
 // One thread per row in use: its (token, slot) pair, both ways. A pair the plan does not list keeps a stale
@@ -140,7 +141,8 @@ constexpr int kGatherVecs = 4;  // 16-byte vectors per lane per warp: a warp cop
 // re-read x from HBM once per slot when x is larger than L2; slices keep small batches' warps numerous).
 // Vector i of a 64-wide chunk (positions 8 i .. 8 i + 7: slice q = i / 2, half u = i % 2) holds the chunk's
 // words (bf16 pairs) 8 t + i for t = 0..3 (k = 16 t + 4 q + 2 u + c, mma_pack.h): eight consecutive lanes read
-// 32 contiguous bytes per t, and the stores are contiguous. K past H reads zeros.
+// 32 contiguous bytes per t, and the stores are contiguous. K past H reads zeros. The warp also zeroes the same
+// slice of the token's out_acc row, which down adds to.
 __global__ void __launch_bounds__(32 * kGatherWarps) gather_kernel(gather_args a, int slices) {
     wait_for_previous_kernel();
     allow_next_kernel();
@@ -163,6 +165,12 @@ __global__ void __launch_bounds__(32 * kGatherWarps) gather_kernel(gather_args a
             q[k] = i < vecs && pw < words ? src[pw] : 0u;
         }
         v[u] = make_uint4(q[0], q[1], q[2], q[3]);
+    }
+    {
+        const int h0 = static_cast<int>(w % slices) * 32 * kGatherVecs * 8; // 8 bf16 per vector
+        float4 *__restrict__ acc = reinterpret_cast<float4 *>(a.out_acc + static_cast<std::size_t>(t) * a.hidden + h0);
+        const int n4 = min(32 * kGatherVecs * 8, a.hidden - h0) / 4; // hidden % 16 == 0
+        for (int j = lane; j < n4; j += 32) acc[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
     for (int s0 = 0; s0 < a.slots; s0 += 32) { // one round of 32 slots for every model we know
         int row = -1; // lane l: the row of pair (t, s0 + l), or -1 when the plan does not list it
@@ -194,11 +202,11 @@ struct gemm_args {
     // gate_up: act rows
     std::uint16_t *act;
     int k64_inter, inter;
-    // down: partial rows per (token, slot) pair
+    // down: each row's weighted output is added to its token's out_acc row
     const std::int32_t *pair_of_row;
     const float *topk_weights;
-    float *partial;
-    int hidden;
+    float *out_acc;
+    int hidden, slots;
 };
 
 __device__ __forceinline__ void tma_load_2d(void *dst, const CUtensorMap *map, std::uint64_t *bar, int x, int y) {
@@ -363,7 +371,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (warp < 4) {
         set_max_regs_dec<40>();
         if constexpr (kHandOff) {
-            if (warp > 0) { // storers: down's output tiles, scaled by each column's router weight, as fp32 rows
+            if (warp > 0) { // storers: down's output tiles, scaled by each column's router weight, added to out_acc
                 const int sid = threadIdx.x - 32;
                 int sphase = 0;
                 for (;;) {
@@ -373,7 +381,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                     // the tile's (token, slot) pairs and scales, read while the consumers still multiply
                     for (int col = sid; col < wk.rows; col += kStorers) {
                         const int pair = g.pair_of_row[wk.row0 + col];
-                        col_pair[col] = pair, col_scale[col] = g.topk_weights[pair] * g.gs0[wk.e] * kPackedProductScale;
+                        col_pair[col] = pair / g.slots; // the token
+                        col_scale[col] = g.topk_weights[pair] * g.gs0[wk.e] * kPackedProductScale;
                     }
                     asm volatile("bar.sync 2, %0;" ::"n"(kStorers) : "memory");
                     const int h0 = wk.ntile * C::tiles * 16, vecs = min(C::tiles * 16, g.hidden - h0) / 4;
@@ -382,12 +391,12 @@ __global__ void __launch_bounds__(kThreads, 1)
                     for (int col = warp - 1; col < wk.rows; col += kStorers / 32) {
                         const float sc = col_scale[col];
                         const float *src = epi + col * C::epi_stride;
-                        float *dst = g.partial + static_cast<std::size_t>(col_pair[col]) * g.hidden + h0;
+                        float *dst = g.out_acc + static_cast<std::size_t>(col_pair[col]) * g.hidden + h0;
 #pragma unroll 1
                         for (int x = lane; x < vecs; x += 32) {
                             float4 v = *reinterpret_cast<const float4 *>(src + 4 * x);
                             v.x *= sc, v.y *= sc, v.z *= sc, v.w *= sc;
-                            *reinterpret_cast<float4 *>(dst + 4 * x) = v;
+                            atomicAdd(reinterpret_cast<float4 *>(dst + 4 * x), v); // red.global.add.v4.f32
                         }
                     }
                     mbar_arrive(epi_empty);
@@ -562,7 +571,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         // positions), then stores each column's contiguous segment with 16-byte writes; down stores fp32 rows.
         consumers_sync(); // the previous tile's epilogue is done with the staging tile and the column arrays
         if constexpr (!GateUp) {
-            if (ctid < BN) col_pair[ctid] = my_pair, col_scale[ctid] = my_weight * g.gs0[wk.e] * kPackedProductScale;
+            if (ctid < BN)
+                col_pair[ctid] = my_pair / g.slots, col_scale[ctid] = my_weight * g.gs0[wk.e] * kPackedProductScale;
             consumers_sync();
         }
 #pragma unroll
@@ -585,20 +595,20 @@ __global__ void __launch_bounds__(kThreads, 1)
                         *reinterpret_cast<std::uint16_t *>(staging + col * C::col_bytes + 2 * pos) = v;
                     }
             } else {
-                // fp32 rows (as cuda.decode: the combine sums unrounded slot rows). Lanes 4 g + t store rows
-                // g8 .. g8 + 7 of four columns: each store instruction fills four whole 32-byte sectors.
+                // added to the tokens' fp32 out_acc rows (unrounded, as cuda.decode sums its slot rows). Lanes 4 g + t
+                // add to rows g8 .. g8 + 7 of four columns: each instruction touches four whole 32-byte sectors.
 #pragma unroll
                 for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
                     for (int i = 0; i < 2; ++i) {
                         const int col = 8 * j + 2 * t4 + i;
                         if (col >= wk.rows || !has_tile[m]) continue;
-                        float *dst = g.partial + static_cast<std::size_t>(col_pair[col]) * g.hidden;
+                        float *dst = g.out_acc + static_cast<std::size_t>(col_pair[col]) * g.hidden;
                         const float sc = col_scale[col];
 #pragma unroll
                         for (int h = 0; h < 2; ++h) {
                             const int r = 16 * tile[m] + g8 + 8 * h;
-                            if (r < g.hidden) dst[r] = acc[m][4 * j + 2 * h + i] * sc;
+                            if (r < g.hidden) atomicAdd(dst + r, acc[m][4 * j + 2 * h + i] * sc);
                         }
                     }
             }
@@ -619,8 +629,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 // ---- combine ----------------------------------------------------------------------------------------------
 
-// out[t][h..h+7] = sum over slots (in slot order, fp32) of the partial rows of pairs t * slots + s.
-__global__ void __launch_bounds__(256) combine_kernel(const float *partial, const std::int32_t *topk_ids, int tokens,
+// out[t][h..h+7] = bf16(out_acc[t][h..h+7]), the sum of the token's weighted slot rows that down's epilogue added.
+__global__ void __launch_bounds__(256) combine_kernel(const float *out_acc, const std::int32_t *topk_ids, int tokens,
                                                       int slots, int hidden, std::uint16_t *out) {
     wait_for_previous_kernel();
     allow_next_kernel();
@@ -633,13 +643,9 @@ __global__ void __launch_bounds__(256) combine_kernel(const float *partial, cons
     if (topk_ids[static_cast<std::size_t>(t) * slots] < 0) {
         for (int i = 0; i < 8; ++i) ob[i] = 0x7FC0; // NaN: routing refused the token
     } else {
-        float sum[8] = {};
-        for (int s = 0; s < slots; ++s) {
-            const float *src = partial + (static_cast<std::size_t>(t) * slots + s) * hidden + 8 * v;
-            const float4 a = load_stream_f4(src), b = load_stream_f4(src + 4);
-            sum[0] += a.x, sum[1] += a.y, sum[2] += a.z, sum[3] += a.w;
-            sum[4] += b.x, sum[5] += b.y, sum[6] += b.z, sum[7] += b.w;
-        }
+        const float *src = out_acc + static_cast<std::size_t>(t) * hidden + 8 * v;
+        const float4 a = load_stream_f4(src), b = load_stream_f4(src + 4);
+        const float sum[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
             const __nv_bfloat16 r = __float2bfloat16_rn(sum[i]);
@@ -740,6 +746,7 @@ cudaError_t moe_grouped_run(const decode_weights &w, const decode_batch &b, grou
     auto *row_of_pair = reinterpret_cast<std::int32_t *>(base + l.row_of_pair);
     auto *xp = reinterpret_cast<std::uint16_t *>(base + l.xp);
     auto *act = reinterpret_cast<std::uint16_t *>(base + l.act);
+    auto *out_acc = reinterpret_cast<float *>(base + l.out_acc);
     const int rows = b.tokens * b.slots; // rows in use are at most this
 
     CUtensorMap map_x, map_act;
@@ -753,7 +760,7 @@ cudaError_t moe_grouped_run(const decode_weights &w, const decode_batch &b, grou
     ga.x = b.x, ga.rowbase = rowbase, ga.perm = b.perm, ga.masked_pairs = b.masked_pairs;
     ga.num_experts = b.num_experts, ga.slots = b.slots, ga.max_tokens = b.max_tokens, ga.tokens = b.tokens;
     ga.hidden = b.hidden, ga.k64 = l.k64_hidden, ga.masked = b.masked, ga.xp = xp;
-    ga.pair_of_row = pair_of_row, ga.row_of_pair = row_of_pair;
+    ga.pair_of_row = pair_of_row, ga.row_of_pair = row_of_pair, ga.out_acc = out_acc;
     if (auto e = launch_pdl(pairs_kernel, dim3(static_cast<unsigned>((rows + 255) / 256)), dim3(256), 0, 1, stream, ga);
         e != cudaSuccess)
         return e;
@@ -772,7 +779,7 @@ cudaError_t moe_grouped_run(const decode_weights &w, const decode_batch &b, grou
     g.counts = b.counts, g.rowbase = rowbase, g.num_experts = b.num_experts;
     g.act = act, g.k64_inter = l.k64_inter, g.inter = b.inter;
     g.pair_of_row = pair_of_row, g.topk_weights = b.topk_weights, g.hidden = b.hidden;
-    g.partial = reinterpret_cast<float *>(xp);
+    g.out_acc = out_acc, g.slots = b.slots;
 
     g.wq = w.gate_up_q, g.ws = w.gate_up_s, g.tiles = w.tiles_gu, g.ksteps = w.ksteps_gu;
     g.gs0 = w.gs_gate, g.gs1 = w.gs_up, g.sched = sched;
@@ -785,7 +792,7 @@ cudaError_t moe_grouped_run(const decode_weights &w, const decode_batch &b, grou
     const long long cthreads = static_cast<long long>(b.tokens) * (b.hidden / 8);
     if (auto e =
             launch_pdl(combine_kernel, dim3(static_cast<unsigned>((cthreads + 255) / 256)), dim3(256), 0, 1, stream,
-                       static_cast<const float *>(g.partial), b.topk_ids, b.tokens, b.slots, b.hidden, b.out);
+                       static_cast<const float *>(out_acc), b.topk_ids, b.tokens, b.slots, b.hidden, b.out);
         e != cudaSuccess)
         return e;
     return cudaGetLastError();
