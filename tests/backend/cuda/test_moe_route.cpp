@@ -8,6 +8,7 @@
 #include "cuda_test_util.h"
 #include "device.h"
 #include "kernels/moe_route.h"
+#include "kernels/router_logits_mma.h"
 
 #include "fp4moe/moe.h"
 
@@ -345,16 +346,44 @@ std::string case_name(const logits_case &c) {
 // GEMV (small T; 1 expert per CTA up to T = 8, 4 after) and tiled (>= 64 tiles of 64 x 64) paths, vector
 // (H % 4 == 0) and scalar loads, ragged token and expert edges (100 x 1024 x 64: a batch past split-K too small
 // for the tensor cores); from T = 65 and 2^25 MACs (or >= 64 tiles) with H % 8 == 0 on
-// tensor cores (2113 x 1000 x 130, 2500 x 520 x 200: ragged T, E and K steps; K split over a cluster of 2 CTAs
-// at 1024 x 1024 x 256, 4 at 255 x 2048 x 128, 8 at 200 x 4096 x 64 and 130 x 4104 x 70, whose last split is
-// shorter), else fp32 (2000 x 998).
+// tensor cores: mma.sync below T = 256 (and on GPUs other than sm_90) with K split over a cluster of 2 CTAs at
+// 160 x 1024 x 256, 4 at 255 x 2048 x 128, 8 at 200 x 4096 x 64 and 130 x 4104 x 70, whose last split is
+// shorter; wgmma from T = 256 on sm_90 (2113 x 1000 x 130, 2500 x 520 x 200: ragged T, E and K steps, and the
+// cases listed with them), else fp32 (2000 x 998).
 // Split-K (T <= 64, H % 4 == 0) per token-count variant (1, <= 4, <= 16, <= 32, <= 64), experts off the
 // 8-expert clusters, H too small for every CTA or warp of a cluster to hold a K chunk.
 const logits_case kLogitsCases[] = {
-    {1, 7168, 256},  {2, 4096, 160},   {3, 2048, 128},    {7, 1002, 37},     {16, 7168, 256}, {40, 1002, 37},
-    {64, 5120, 157}, {255, 2048, 128}, {1024, 1024, 256}, {2113, 1000, 130}, {2000, 998, 70}, {1, 4096, 128},
-    {1, 4, 3},       {5, 2048, 130},   {12, 7168, 256},   {24, 1004, 37},    {33, 4096, 128}, {64, 64, 9},
-    {64, 7168, 256}, {17, 36, 250},    {2500, 520, 200},  {200, 4096, 64},   {130, 4104, 70}, {100, 1024, 64},
+    {1, 7168, 256},
+    {2, 4096, 160},
+    {3, 2048, 128},
+    {7, 1002, 37},
+    {16, 7168, 256},
+    {40, 1002, 37},
+    {64, 5120, 157},
+    {255, 2048, 128},
+    {1024, 1024, 256},
+    {2113, 1000, 130},
+    {2000, 998, 70},
+    {1, 4096, 128},
+    {1, 4, 3},
+    {5, 2048, 130},
+    {12, 7168, 256},
+    {24, 1004, 37},
+    {33, 4096, 128},
+    {64, 64, 9},
+    {64, 7168, 256},
+    {17, 36, 250},
+    {2500, 520, 200},
+    {200, 4096, 64},
+    {130, 4104, 70},
+    {100, 1024, 64},
+    // the wgmma kernel (T >= 256 on sm_90): K in 8, 4 (a partial last token tile; a K tail), 4 and 1 splits
+    {512, 4096, 128},
+    {4100, 2048, 128},
+    {260, 2056, 64},
+    {600, 7168, 256},
+    {300, 1000, 130},
+    {160, 1024, 256},
 };
 
 } // namespace
@@ -798,12 +827,13 @@ TEST(CudaMoeRoute, DISABLED_Timings) {
     const auto qwen = make_desc(128, 8, 0, softmax_routing(true));
     const auto dsv3 = make_desc(256, 8, 1, sigmoid_routing(true, 8, 4, 2.5f));
     const auto glm = make_desc(128, 8, 1, sigmoid_routing(true, 1, 1, 1.0f));
-    const timing_case cases[] = {{"qwen3", 1, 2048, qwen},   {"qwen3", 8, 2048, qwen},   {"qwen3", 64, 2048, qwen},
-                                 {"glm", 1, 4096, glm},      {"glm", 4, 4096, glm},      {"glm", 16, 4096, glm},
-                                 {"glm", 32, 4096, glm},     {"glm", 64, 4096, glm},     {"dsv3", 1, 7168, dsv3},
-                                 {"dsv3", 4, 7168, dsv3},    {"dsv3", 8, 7168, dsv3},    {"dsv3", 32, 7168, dsv3},
-                                 {"dsv3", 16, 7168, dsv3},   {"dsv3", 64, 7168, dsv3},   {"dsv3", 512, 7168, dsv3},
-                                 {"dsv3", 4096, 7168, dsv3}, {"dsv3", 16384, 7168, dsv3}};
+    const timing_case cases[] = {
+        {"qwen3", 1, 2048, qwen},    {"qwen3", 8, 2048, qwen},   {"qwen3", 64, 2048, qwen}, {"glm", 1, 4096, glm},
+        {"glm", 4, 4096, glm},       {"glm", 16, 4096, glm},     {"glm", 32, 4096, glm},    {"glm", 64, 4096, glm},
+        {"dsv3", 1, 7168, dsv3},     {"dsv3", 4, 7168, dsv3},    {"dsv3", 8, 7168, dsv3},   {"dsv3", 32, 7168, dsv3},
+        {"dsv3", 16, 7168, dsv3},    {"dsv3", 64, 7168, dsv3},   {"dsv3", 512, 7168, dsv3}, {"dsv3", 4096, 7168, dsv3},
+        {"dsv3", 16384, 7168, dsv3}, {"glm", 256, 4096, glm},    {"glm", 1024, 4096, glm},  {"glm", 4096, 4096, glm},
+        {"glm", 16384, 4096, glm},   {"qwen3", 4096, 2048, qwen}};
     cudaStream_t stream;
     FP4MOE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     cudaEvent_t start, stop;
@@ -833,8 +863,9 @@ TEST(CudaMoeRoute, DISABLED_Timings) {
         std::sort(ms.begin(), ms.end());
         return 1000.0 * ms[ms.size() / 2] / kPerGraph;
     };
-    std::printf("%-6s %6s %5s | %10s %10s %10s %10s | %12s %12s %12s | %10s\n", "model", "T", "H", "logits us",
-                "topk us", "plan us", "+masked us", "topk+plan us", "+masked us", "fused all us", "no-splitK");
+    std::printf("%-6s %6s %5s | %10s %10s %10s %10s | %12s %12s %12s | %10s %10s\n", "model", "T", "H", "logits us",
+                "topk us", "plan us", "+masked us", "topk+plan us", "+masked us", "fused all us", "no-splitK",
+                "mma.sync");
     for (const auto &c : cases) {
         const auto &d = c.d;
         const int E = static_cast<int>(d.experts), slots = static_cast<int>(d.slots());
@@ -865,6 +896,10 @@ TEST(CudaMoeRoute, DISABLED_Timings) {
                 return fc::moe_router_logits_splitk_max(d_x.ptr, d_router.ptr, T, c.hidden, E, d_logits.ptr, 0, stream);
             });
         }
+        double t_mma = 0; // the mma.sync tensor-core kernel, where moe_router_logits may take another
+        if (T > 64 && fc::router_logits_mma_fits(c.hidden, d_x.ptr, d_router.ptr))
+            t_mma = time_us(
+                [&] { return fc::router_logits_mma(d_x.ptr, d_router.ptr, T, c.hidden, E, d_logits.ptr, stream); });
         double t_tp = 0, t_tp_masked = 0, t_all = 0; // one-kernel top-k + plan, and the whole fused routing
         if (fc::moe_route_topk_plan_fits(T, rule)) {
             t_tp = time_us([&] {
@@ -880,8 +915,8 @@ TEST(CudaMoeRoute, DISABLED_Timings) {
                                            d_w.ptr, nullptr, plan.buffers(false), stream);
             });
         }
-        std::printf("%-6s %6d %5d | %10.2f %10.2f %10.2f %10.2f | %12.2f %12.2f %12.2f | %10.2f\n", c.name, T, c.hidden,
-                    t_logits, t_topk, t_plan, t_masked, t_tp, t_tp_masked, t_all, t_gemv);
+        std::printf("%-6s %6d %5d | %10.2f %10.2f %10.2f %10.2f | %12.2f %12.2f %12.2f | %10.2f %10.2f\n", c.name, T,
+                    c.hidden, t_logits, t_topk, t_plan, t_masked, t_tp, t_tp_masked, t_all, t_gemv, t_mma);
     }
     FP4MOE_CUDA_CHECK(cudaEventDestroy(start));
     FP4MOE_CUDA_CHECK(cudaEventDestroy(stop));

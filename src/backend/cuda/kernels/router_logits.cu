@@ -1,11 +1,13 @@
 // Router logits of one MoE batch on the GPU (moe_route.h): logits = x · routerᵀ in fp32, bf16 activations
 // widened exactly. Four kernels by batch size: split-K over a cluster (T <= 64, the router read once), a GEMV
-// (the router read once per 8 tokens), a tiled kernel, and, for large batches, the tensor-core kernel of
-// router_logits_mma.cu (the router split into three exact bf16 parts).
+// (the router read once per 8 tokens), a tiled kernel, and, for large batches, the tensor-core kernels (the router
+// split into three exact bf16 parts): wgmma on sm_90 from kRouterWgmmaMinTokens (sm90a/router_logits_wgmma.cu),
+// mma.sync below that and elsewhere (router_logits_mma.cu).
 #include "kernels/moe_route.h"
 #include "kernels/pdl.cuh"
 #include "kernels/ptx.cuh"
 #include "kernels/router_logits_mma.h"
+#include "kernels/router_logits_wgmma.h"
 
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
@@ -388,6 +390,10 @@ cudaError_t moe_router_logits_splitk_max(const std::uint16_t *x, const float *ro
             e = launch(sm90_f32_router_logits_splitk<2, 8, 4, 4, 2, 2>);
         else
             e = launch(sm90_f32_router_logits_splitk<2, 16, 4, 4, 2, 1>);
+        return e != cudaSuccess ? e : cudaGetLastError();
+    }
+    if (tokens >= kRouterWgmmaMinTokens && router_logits_wgmma_fits(hidden, x, router)) {
+        const cudaError_t e = router_logits_wgmma(x, router, tokens, hidden, experts, logits, stream);
         return e != cudaSuccess ? e : cudaGetLastError();
     }
     const bool mma_pays = tokens >= kMmaMinTokens && static_cast<long long>(tokens) * experts * hidden >= kMmaMinMacs;

@@ -16,10 +16,9 @@
 #include "kernels/moe_grouped.h"
 #include "kernels/pdl.cuh"
 #include "kernels/ptx.cuh"
+#include "kernels/sm90a/sm90.cuh"
 #include "kernels/sm90a/wgmma.cuh"
 
-#include <cuda.h>
-#include <cudaTypedefs.h>
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -30,6 +29,7 @@ namespace {
 
 using namespace decode_device;
 using namespace ptx;
+using namespace sm90;
 
 constexpr int kMaxExperts = 1024;
 constexpr int kConsumers = 2;                    // consumer warpgroups per CTA
@@ -208,24 +208,6 @@ struct gemm_args {
     float *out_acc;
     int hidden, slots;
 };
-
-__device__ __forceinline__ void tma_load_2d(void *dst, const CUtensorMap *map, std::uint64_t *bar, int x, int y) {
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
-                 "[%4];" ::"r"(smem_addr(dst)),
-                 "l"(reinterpret_cast<std::uint64_t>(map)), "r"(x), "r"(y), "r"(smem_addr(bar))
-                 : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(std::uint64_t *bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
-}
-template <int Regs>
-__device__ __forceinline__ void set_max_regs_inc() {
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(Regs));
-}
-template <int Regs>
-__device__ __forceinline__ void set_max_regs_dec() {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(Regs));
-}
 
 // Work item w -> m-block (expert e, its m-th block of BN rows) and n-tile (the CTA's weight rows), n fastest:
 // CTAs running at once share token blocks (B from L2) and stream different weight rows.
@@ -657,34 +639,6 @@ __global__ void __launch_bounds__(256) combine_kernel(const float *out_acc, cons
 
 // ---- host -------------------------------------------------------------------------------------------------
 
-PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
-    static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-        void *p = nullptr;
-        cudaDriverEntryPointQueryResult q{};
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) !=
-                cudaSuccess ||
-            q != cudaDriverEntryPointSuccess)
-            p = nullptr;
-        return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
-    }();
-    return fn;
-}
-
-// [rows, k64] bf16, boxes of 64 K x BN rows, 128-byte swizzle (the wgmma descriptor's layout); rows past the
-// buffer read as zeros.
-cudaError_t make_b_map(CUtensorMap &map, const std::uint16_t *base, int rows, int k64, int bn) {
-    auto encode = tensor_map_encoder();
-    if (!encode) return cudaErrorNotSupported;
-    const cuuint64_t dims[2] = {static_cast<cuuint64_t>(k64), static_cast<cuuint64_t>(rows)};
-    const cuuint64_t strides[1] = {static_cast<cuuint64_t>(k64) * 2};
-    const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(bn)};
-    const cuuint32_t elem[2] = {1, 1};
-    const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<std::uint16_t *>(base), dims,
-                              strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
-}
-
 template <bool GateUp, int BN, int ST, int MT>
 cudaError_t launch_gemm(const CUtensorMap &map, const gemm_args &g, long long mblocks, cudaStream_t stream) {
     constexpr int smem = smem_bytes<GateUp, BN, ST, MT>();
@@ -723,12 +677,7 @@ std::size_t moe_grouped_workspace(int hidden, int inter, int num_experts, int sl
 }
 
 bool moe_grouped_supported() {
-    int dev = 0, major = 0, minor = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) return false;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
-        return false;
-    return major == 9 && minor == 0 && tensor_map_encoder() != nullptr;
+    return sm90::device_supported();
 }
 
 cudaError_t moe_grouped_run(const decode_weights &w, const decode_batch &b, grouped_tactic t, cudaStream_t stream) {
@@ -750,8 +699,8 @@ cudaError_t moe_grouped_run(const decode_weights &w, const decode_batch &b, grou
     const int rows = b.tokens * b.slots; // rows in use are at most this
 
     CUtensorMap map_x, map_act;
-    if (auto e = make_b_map(map_x, xp, l.rows, l.k64_hidden, t.bn); e != cudaSuccess) return e;
-    if (auto e = make_b_map(map_act, act, l.rows, l.k64_inter, t.bn); e != cudaSuccess) return e;
+    if (auto e = sm90::make_k_major_map(map_x, xp, l.rows, l.k64_hidden, t.bn); e != cudaSuccess) return e;
+    if (auto e = sm90::make_k_major_map(map_act, act, l.rows, l.k64_inter, t.bn); e != cudaSuccess) return e;
 
     if (auto e = launch_pdl(rows_kernel, dim3(1), dim3(1024), 0, 1, stream, b.counts, b.num_experts, rowbase, sched);
         e != cudaSuccess)

@@ -1,0 +1,204 @@
+// Router logits on wgmma (router_logits_wgmma.h). Why: the mma.sync kernel (router_logits_mma.cu) reaches
+// 150-215 TFLOP/s of bf16 work (three parts), so a 4096-token batch spent 86 us (glm-4.5-air) to 210 us
+// (deepseek-v3) on its router, 3 % of the MoE layer; wgmma with TMA-fed tokens runs the same products at the
+// rate of the expert GEMMs. The router is the register operand (A = 64 experts per consumer warpgroup, loaded from
+// L2 into the A-fragment layout and split in registers: no shared-memory staging of three parts), the tokens the
+// shared-memory operand (B = 128 tokens, K-major, 128-byte swizzle), as in the grouped GEMM.
+#include "kernels/pdl.cuh"
+#include "kernels/ptx.cuh"
+#include "kernels/router_logits_wgmma.h"
+#include "kernels/sm90a/sm90.cuh"
+#include "kernels/sm90a/wgmma.cuh"
+
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+namespace fp4moe::cuda {
+namespace {
+
+using namespace ptx;
+using namespace sm90;
+namespace cg = cooperative_groups;
+
+constexpr int kExpertsPerCta = 128; // 64 per consumer warpgroup (the wgmma M)
+constexpr int kTokensPerCta = 128;  // the wgmma N
+constexpr int kStages = 4;
+constexpr int kConsumers = 2;
+constexpr int kThreads = 128 * (1 + kConsumers);
+constexpr int kMaxSplits = 8;
+constexpr int kParts = 3;
+constexpr int kAcc = kTokensPerCta / 2; // accumulators per consumer thread
+constexpr int kStageBytes = kTokensPerCta * 128;
+constexpr int kSmemBytes = 1024 /* alignment slack */ + kStages * kStageBytes + 2 * kStages * 8;
+static_assert(kStages * kStageBytes >= 128 * kConsumers * kAcc * 4, "split K's partial logits reuse the ring");
+
+// (a, b) -> three bf16x2 parts (low half a), each the rounding of what the previous parts left: exact together.
+__device__ __forceinline__ void split3(float2 v, std::uint32_t (&p)[kParts]) {
+#pragma unroll
+    for (int i = 0; i < kParts; ++i) {
+        const __nv_bfloat162 b = __floats2bfloat162_rn(v.x, v.y);
+        p[i] = *reinterpret_cast<const std::uint32_t *>(&b);
+        if (i + 1 < kParts)
+            v.x = __fsub_rn(v.x, __uint_as_float(p[i] << 16)),
+            v.y = __fsub_rn(v.y, __uint_as_float(p[i] & 0xFFFF0000u));
+    }
+}
+
+// One CTA: experts [e0, e0 + 128) x tokens [t0, t0 + 128) over rank r's K range of the cluster (gridDim.x ranks).
+__global__ void __launch_bounds__(kThreads, 1)
+    router_logits_wgmma_kernel(const __grid_constant__ CUtensorMap x_map, const float *__restrict__ router, int tokens,
+                               int hidden, int experts, int kchunk, float *__restrict__ logits) {
+    extern __shared__ std::uint8_t smem_raw[];
+    auto *ring =
+        reinterpret_cast<std::uint8_t *>((reinterpret_cast<std::uintptr_t>(smem_raw) + 1023) & ~std::uintptr_t(1023));
+    auto *full = reinterpret_cast<std::uint64_t *>(ring + kStages * kStageBytes);
+    std::uint64_t *empty = full + kStages;
+    const int ks = static_cast<int>(gridDim.x), rank = static_cast<int>(blockIdx.x);
+    const int e0 = static_cast<int>(blockIdx.y) * kExpertsPerCta, t0 = static_cast<int>(blockIdx.z) * kTokensPerCta;
+    const int kb = min(hidden, rank * kchunk), ke = min(hidden, kb + kchunk);
+    const int steps = (ke - kb + 63) / 64;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < kStages; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], 4 * kConsumers);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<std::uint64_t>(&x_map)) : "memory");
+    }
+    __syncthreads();
+    allow_next_kernel();
+    wait_for_previous_kernel(); // x comes from the previous kernel
+
+    // Everything a consumer holds lives inside its branch: ptxas allocates the branch's registers under setmaxnreg's
+    // 232, but anything live across the branches under the launch bound's 168 (acc there spilled and serialized
+    // every wgmma, C7512). The producer warps join the split-K reduction's two cluster barriers.
+    if (warp < 4) { // producer: one thread streams x's K chunks
+        set_max_regs_dec<40>();
+        if (threadIdx.x == 0)
+            for (int s = 0, stage = 0, phase = 0; s < steps; ++s) {
+                mbar_wait(&empty[stage], phase ^ 1);
+                mbar_expect_tx(&full[stage], kStageBytes);
+                tma_load_2d(ring + stage * kStageBytes, &x_map, &full[stage], kb + 64 * s, t0);
+                if (++stage == kStages) stage = 0, phase ^= 1;
+            }
+        __syncwarp();
+        if (ks > 1) {
+            cg::cluster_group cluster = cg::this_cluster();
+            cluster.sync();
+            cluster.sync();
+        }
+        return;
+    }
+    set_max_regs_inc<232>();
+    const int ctid = threadIdx.x - 128, c = warp / 4 - 1, wq = warp % 4, g8 = lane / 4, t4 = lane % 4;
+    float acc[kAcc];
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
+    {
+        // A fragment of k16 slice q: a0 = (row g8, k 2 t4, +1), a1 = (row g8 + 8, ...), a2/a3 the same at k + 8.
+        const int r0 = e0 + 64 * c + 16 * wq + g8, r1 = r0 + 8;
+        const float *p0 = router + static_cast<std::size_t>(r0 < experts ? r0 : 0) * hidden + 2 * t4;
+        const float *p1 = router + static_cast<std::size_t>(r1 < experts ? r1 : 0) * hidden + 2 * t4;
+        const bool ok0 = r0 < experts, ok1 = r1 < experts;
+        float2 rv[4][4]; // [q][a-register] of the next step
+        auto load = [&](int k) {
+            const float2 z = make_float2(0.0f, 0.0f);
+            const bool whole = k + 64 <= ke; // ke % 8 == 0 and the column even: a pair is wholly in or out
+#pragma unroll
+            for (int q = 0; q < 4; ++q)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int kk = k + 16 * q + 8 * h;
+                    const bool in = whole || kk + 2 * t4 < ke;
+                    rv[q][2 * h] = ok0 && in ? __ldg(reinterpret_cast<const float2 *>(p0 + kk)) : z;
+                    rv[q][2 * h + 1] = ok1 && in ? __ldg(reinterpret_cast<const float2 *>(p1 + kk)) : z;
+                }
+        };
+        if (steps > 0) load(kb);
+        for (int s = 0, stage = 0, phase = 0; s < steps; ++s) {
+            std::uint32_t a[kParts][4][4];
+#pragma unroll
+            for (int q = 0; q < 4; ++q)
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    std::uint32_t p[kParts];
+                    split3(rv[q][j], p);
+#pragma unroll
+                    for (int i = 0; i < kParts; ++i) a[i][q][j] = p[i];
+                }
+            if (s + 1 < steps) load(kb + 64 * (s + 1));
+            mbar_wait(&full[stage], phase);
+            const std::uint64_t desc = wgmma::desc_k_major_sw128(smem_addr(ring + stage * kStageBytes));
+            wgmma::fence();
+#pragma unroll
+            for (int q = 0; q < 4; ++q)
+#pragma unroll
+                for (int i = 0; i < kParts; ++i)
+                    wgmma::mma_rs<kTokensPerCta>(acc, a[i][q], desc + 2 * q, s > 0 || q > 0 || i > 0);
+            wgmma::commit();
+            wgmma::wait<0>();
+            if (lane == 0) mbar_arrive(&empty[stage]);
+            if (++stage == kStages) stage = 0, phase ^= 1;
+        }
+        wgmma::fence_operands(acc);
+    }
+    // d[4 j + i]: expert row 16 wq + g8 + 8 (i / 2) of the warpgroup's 64, token 8 j + 2 t4 + i % 2.
+    auto emit = [&](int f, float v) {
+        const int e = e0 + 64 * c + 16 * wq + g8 + 8 * ((f % 4) / 2), t = t0 + 8 * (f / 4) + 2 * t4 + f % 2;
+        if (e < experts && t < tokens) logits[static_cast<std::size_t>(t) * experts + e] = v;
+    };
+    if (ks == 1) {
+#pragma unroll
+        for (int f = 0; f < kAcc; ++f) emit(f, acc[f]);
+        return;
+    }
+    // Split K: every consumer thread's partial logits to shared memory (float f of thread ctid at f x 256 + ctid),
+    // then rank r sums floats [r kAcc / ks, (r + 1) kAcc / ks) of every thread over ranks 0 .. ks - 1 in order.
+    cg::cluster_group cluster = cg::this_cluster();
+    asm volatile("bar.sync 1, %0;" ::"n"(128 * kConsumers) : "memory"); // both warpgroups are done with the ring
+    auto *part = reinterpret_cast<float *>(ring);
+#pragma unroll
+    for (int f = 0; f < kAcc; ++f) part[f * 128 * kConsumers + ctid] = acc[f];
+    cluster.sync();
+    const int per = kAcc / ks;
+    for (int f = rank * per; f < (rank + 1) * per; ++f) {
+        float sum = 0.0f;
+        for (int q = 0; q < ks; ++q) sum += cluster.map_shared_rank(part, q)[f * 128 * kConsumers + ctid];
+        emit(f, sum);
+    }
+    cluster.sync(); // keep this CTA's partials alive until the cluster has read them
+}
+
+} // namespace
+
+bool router_logits_wgmma_fits(int hidden, const std::uint16_t *x, const float *router) {
+    return hidden > 0 && hidden % 8 == 0 && reinterpret_cast<std::uintptr_t>(x) % 16 == 0 &&
+           reinterpret_cast<std::uintptr_t>(router) % 8 == 0 && device_supported();
+}
+
+int router_logits_wgmma_splits(int tokens, int hidden, int experts) {
+    // Split K while the CTAs fit in one wave and each split keeps >= 512 of K (8 steps).
+    const long long tiles = static_cast<long long>(ceil_div(experts, kExpertsPerCta)) * ceil_div(tokens, kTokensPerCta);
+    int ks = 1;
+    while (ks < kMaxSplits && tiles * ks * 2 <= current_sm_count() && hidden >= 2 * ks * 512) ks *= 2;
+    return ks;
+}
+
+cudaError_t router_logits_wgmma(const std::uint16_t *x, const float *router, int tokens, int hidden, int experts,
+                                float *logits, cudaStream_t stream) {
+    if (tokens <= 0 || hidden <= 0 || experts <= 0 || x == nullptr || router == nullptr || logits == nullptr ||
+        ceil_div(tokens, kTokensPerCta) > 65535 || ceil_div(experts, kExpertsPerCta) > 65535)
+        return cudaErrorInvalidValue;
+    CUtensorMap map;
+    if (const cudaError_t e = make_k_major_map(map, x, tokens, hidden, kTokensPerCta); e != cudaSuccess) return e;
+    static const cudaError_t set =
+        cudaFuncSetAttribute(router_logits_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+    if (set != cudaSuccess) return set;
+    const int ks = router_logits_wgmma_splits(tokens, hidden, experts);
+    const int kchunk = ceil_div(ceil_div(hidden, ks), 64) * 64;
+    const dim3 grid(ks, ceil_div(experts, kExpertsPerCta), ceil_div(tokens, kTokensPerCta));
+    return launch_pdl(router_logits_wgmma_kernel, grid, dim3(kThreads), kSmemBytes, ks, stream, map, router, tokens,
+                      hidden, experts, kchunk, logits);
+}
+
+} // namespace fp4moe::cuda
