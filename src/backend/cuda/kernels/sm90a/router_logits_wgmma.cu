@@ -46,7 +46,8 @@ __device__ __forceinline__ void split3(float2 v, std::uint32_t (&p)[kParts]) {
     }
 }
 
-// One CTA: experts [e0, e0 + 128) x tokens [t0, t0 + 128) over rank r's K range of the cluster (gridDim.x ranks).
+// One CTA: experts [e0, e0 + 128) x tokens [t0, t0 + 128) over rank r's K range of its cluster of KS CTAs.
+template <int KS>
 __global__ void __launch_bounds__(kThreads, 1)
     router_logits_wgmma_kernel(const __grid_constant__ CUtensorMap x_map, const float *__restrict__ router, int tokens,
                                int hidden, int experts, int kchunk, float *__restrict__ logits) {
@@ -55,7 +56,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         reinterpret_cast<std::uint8_t *>((reinterpret_cast<std::uintptr_t>(smem_raw) + 1023) & ~std::uintptr_t(1023));
     auto *full = reinterpret_cast<std::uint64_t *>(ring + kStages * kStageBytes);
     std::uint64_t *empty = full + kStages;
-    const int ks = static_cast<int>(gridDim.x), rank = static_cast<int>(blockIdx.x);
+    const int rank = static_cast<int>(blockIdx.x);
     const int e0 = static_cast<int>(blockIdx.y) * kExpertsPerCta, t0 = static_cast<int>(blockIdx.z) * kTokensPerCta;
     const int kb = min(hidden, rank * kchunk), ke = min(hidden, kb + kchunk);
     const int steps = (ke - kb + 63) / 64;
@@ -82,7 +83,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 if (++stage == kStages) stage = 0, phase ^= 1;
             }
         __syncwarp();
-        if (ks > 1) {
+        if constexpr (KS > 1) {
             cg::cluster_group cluster = cg::this_cluster();
             cluster.sync();
             cluster.sync();
@@ -115,8 +116,14 @@ __global__ void __launch_bounds__(kThreads, 1)
                 }
         };
         if (steps > 0) load(kb);
-        for (int s = 0, stage = 0, phase = 0; s < steps; ++s) {
-            std::uint32_t a[kParts][4][4];
+        // One K step: split step s's router values into fragment buffer B, wait for its x chunk, issue 3 x 4 wgmma.
+        // Pipelined (depth 1): the previous step's wgmma, which read the other buffer, may still run while this
+        // step splits; once this step's are issued, wait for the previous step's and release its chunk. As in the
+        // grouped GEMM, whole pairs of steps run with no early exit and an odd last step runs unpipelined: ptxas
+        // serializes every wgmma (C7513) where a wgmma could still be in flight at a loop exit.
+        std::uint32_t a[2][kParts][4][4];
+        int stage = 0, phase = 0, prev_stage = -1;
+        auto kstep = [&]<int B, bool Pipelined>(const int s) {
 #pragma unroll
             for (int q = 0; q < 4; ++q)
 #pragma unroll
@@ -124,7 +131,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                     std::uint32_t p[kParts];
                     split3(rv[q][j], p);
 #pragma unroll
-                    for (int i = 0; i < kParts; ++i) a[i][q][j] = p[i];
+                    for (int i = 0; i < kParts; ++i) a[B][i][q][j] = p[i];
                 }
             if (s + 1 < steps) load(kb + 64 * (s + 1));
             mbar_wait(&full[stage], phase);
@@ -134,12 +141,26 @@ __global__ void __launch_bounds__(kThreads, 1)
             for (int q = 0; q < 4; ++q)
 #pragma unroll
                 for (int i = 0; i < kParts; ++i)
-                    wgmma::mma_rs<kTokensPerCta>(acc, a[i][q], desc + 2 * q, s > 0 || q > 0 || i > 0);
+                    wgmma::mma_rs<kTokensPerCta>(acc, a[B][i][q], desc + 2 * q, s > 0 || q > 0 || i > 0);
             wgmma::commit();
-            wgmma::wait<0>();
-            if (lane == 0) mbar_arrive(&empty[stage]);
+            if constexpr (Pipelined) {
+                wgmma::wait<1>();
+                if (prev_stage >= 0 && lane == 0) mbar_arrive(&empty[prev_stage]);
+                prev_stage = stage;
+            } else {
+                wgmma::wait<0>();
+                if (lane == 0) mbar_arrive(&empty[stage]);
+            }
             if (++stage == kStages) stage = 0, phase ^= 1;
+        };
+        int s0 = 0;
+        for (; s0 + 2 <= steps; s0 += 2) {
+            kstep.template operator()<0, true>(s0);
+            kstep.template operator()<1, true>(s0 + 1);
         }
+        wgmma::wait<0>();
+        if (prev_stage >= 0 && lane == 0) mbar_arrive(&empty[prev_stage]);
+        if (s0 < steps) kstep.template operator()<0, false>(s0);
         wgmma::fence_operands(acc);
     }
     // d[4 j + i]: expert row 16 wq + g8 + 8 (i / 2) of the warpgroup's 64, token 8 j + 2 t4 + i % 2.
@@ -147,26 +168,36 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int e = e0 + 64 * c + 16 * wq + g8 + 8 * ((f % 4) / 2), t = t0 + 8 * (f / 4) + 2 * t4 + f % 2;
         if (e < experts && t < tokens) logits[static_cast<std::size_t>(t) * experts + e] = v;
     };
-    if (ks == 1) {
+    if constexpr (KS == 1) {
 #pragma unroll
         for (int f = 0; f < kAcc; ++f) emit(f, acc[f]);
-        return;
-    }
-    // Split K: every consumer thread's partial logits to shared memory (float f of thread ctid at f x 256 + ctid),
-    // then rank r sums floats [r kAcc / ks, (r + 1) kAcc / ks) of every thread over ranks 0 .. ks - 1 in order.
-    cg::cluster_group cluster = cg::this_cluster();
-    asm volatile("bar.sync 1, %0;" ::"n"(128 * kConsumers) : "memory"); // both warpgroups are done with the ring
-    auto *part = reinterpret_cast<float *>(ring);
+    } else {
+        // Split K: every consumer thread's partial logits to shared memory (float f of thread ctid at f x 256 +
+        // ctid), then rank r sums floats [r kAcc / KS, (r + 1) kAcc / KS) of every thread over ranks 0 .. KS - 1
+        // in order. All the remote loads are issued before the first sum (unrolled: one DSMEM round trip, not 64).
+        cg::cluster_group cluster = cg::this_cluster();
+        asm volatile("bar.sync 1, %0;" ::"n"(128 * kConsumers) : "memory"); // both warpgroups are done with the ring
+        auto *part = reinterpret_cast<float *>(ring);
 #pragma unroll
-    for (int f = 0; f < kAcc; ++f) part[f * 128 * kConsumers + ctid] = acc[f];
-    cluster.sync();
-    const int per = kAcc / ks;
-    for (int f = rank * per; f < (rank + 1) * per; ++f) {
-        float sum = 0.0f;
-        for (int q = 0; q < ks; ++q) sum += cluster.map_shared_rank(part, q)[f * 128 * kConsumers + ctid];
-        emit(f, sum);
+        for (int f = 0; f < kAcc; ++f) part[f * 128 * kConsumers + ctid] = acc[f];
+        cluster.sync();
+        constexpr int kPer = kAcc / KS;
+        float v[kPer][KS];
+#pragma unroll
+        for (int q = 0; q < KS; ++q) {
+            const float *remote = cluster.map_shared_rank(part, q) + rank * kPer * 128 * kConsumers + ctid;
+#pragma unroll
+            for (int j = 0; j < kPer; ++j) v[j][q] = remote[j * 128 * kConsumers];
+        }
+#pragma unroll
+        for (int j = 0; j < kPer; ++j) {
+            float sum = 0.0f;
+#pragma unroll
+            for (int q = 0; q < KS; ++q) sum += v[j][q];
+            emit(rank * kPer + j, sum);
+        }
+        cluster.sync(); // keep this CTA's partials alive until the cluster has read them
     }
-    cluster.sync(); // keep this CTA's partials alive until the cluster has read them
 }
 
 } // namespace
@@ -191,14 +222,26 @@ cudaError_t router_logits_wgmma(const std::uint16_t *x, const float *router, int
         return cudaErrorInvalidValue;
     CUtensorMap map;
     if (const cudaError_t e = make_k_major_map(map, x, tokens, hidden, kTokensPerCta); e != cudaSuccess) return e;
-    static const cudaError_t set =
-        cudaFuncSetAttribute(router_logits_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
-    if (set != cudaSuccess) return set;
     const int ks = router_logits_wgmma_splits(tokens, hidden, experts);
     const int kchunk = ceil_div(ceil_div(hidden, ks), 64) * 64;
     const dim3 grid(ks, ceil_div(experts, kExpertsPerCta), ceil_div(tokens, kTokensPerCta));
-    return launch_pdl(router_logits_wgmma_kernel, grid, dim3(kThreads), kSmemBytes, ks, stream, map, router, tokens,
-                      hidden, experts, kchunk, logits);
+    auto launch = [&]<int KS>() {
+        static const cudaError_t set = cudaFuncSetAttribute(router_logits_wgmma_kernel<KS>,
+                                                            cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+        if (set != cudaSuccess) return set;
+        return launch_pdl(router_logits_wgmma_kernel<KS>, grid, dim3(kThreads), kSmemBytes, KS, stream, map, router,
+                          tokens, hidden, experts, kchunk, logits);
+    };
+    switch (ks) {
+    case 1:
+        return launch.template operator()<1>();
+    case 2:
+        return launch.template operator()<2>();
+    case 4:
+        return launch.template operator()<4>();
+    default:
+        return launch.template operator()<8>();
+    }
 }
 
 } // namespace fp4moe::cuda
