@@ -413,7 +413,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int ctid = threadIdx.x - 128; // 0 .. 128 kConsumers - 1
     const int c = warp / 4 - 1, wq = warp % 4;
     const int g8 = lane / 4, t4 = lane % 4;
-    ring_cursor<ST> rc;
+    int stage = 0, phase = 0;
     float acc[MT][BN / 2];
 #pragma unroll
     for (int m = 0; m < MT; ++m)
@@ -463,6 +463,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         // flight, or more than one conditional step after the loop, makes ptxas serialize every wgmma of the
         // kernel (C7513).
         std::uint32_t afrag[kPipe ? 2 : 1][MT][4][4];
+        int prev_stage = -1;
         auto kstep = [&]<int J, int B, bool Pipelined, int NB>(const int s) {
 #pragma unroll
             for (int m = 0; m < MT; ++m) {
@@ -481,8 +482,8 @@ __global__ void __launch_bounds__(kThreads, 1)
             }
             if constexpr (!GateUp && !kHandOff)
                 if (s == 0 && my_pair >= 0) my_weight = g.topk_weights[my_pair];
-            mbar_wait(&full[rc.stage], rc.phase);
-            const std::uint64_t desc = wgmma::desc_k_major_sw128(smem_addr(ring + rc.stage * C::stage_bytes));
+            mbar_wait(&full[stage], phase);
+            const std::uint64_t desc = wgmma::desc_k_major_sw128(smem_addr(ring + stage * C::stage_bytes));
             wgmma::fence();
 #pragma unroll
             for (int q = 0; q < 4; ++q)
@@ -491,7 +492,15 @@ __global__ void __launch_bounds__(kThreads, 1)
                     wgmma::mma_rs<NB>(reinterpret_cast<float(&)[NB / 2]>(acc[m]), afrag[B][m][q], desc + 2 * q,
                                       s > 0 || q > 0);
             wgmma::commit();
-            rc.template release<Pipelined>(empty, lane);
+            if constexpr (Pipelined) {
+                wgmma::wait<1>();
+                if (prev_stage >= 0 && lane == 0) mbar_arrive(&empty[prev_stage]);
+                prev_stage = stage;
+            } else {
+                wgmma::wait<0>();
+                if (lane == 0) mbar_arrive(&empty[stage]);
+            }
+            if (++stage == ST) stage = 0, phase ^= 1;
         };
         static_assert(P == 2, "the loop below runs pairs of steps");
         // The K loop for wgmma width NB: BN for full token blocks; an expert's last block, when partly filled,
@@ -504,7 +513,10 @@ __global__ void __launch_bounds__(kThreads, 1)
                 kstep.template operator()<0, 0, kPipe, NB>(s0);
                 kstep.template operator()<1, kPipe ? 1 : 0, kPipe, NB>(s0 + 1);
             }
-            if constexpr (kPipe) rc.drain(empty, lane);
+            if constexpr (kPipe) {
+                wgmma::wait<0>();
+                if (prev_stage >= 0 && lane == 0) mbar_arrive(&empty[prev_stage]);
+            }
             if (s0 < g.ksteps) kstep.template operator()<0, 0, false, NB>(s0);
         };
         auto by_width = [&]<int W>(auto &self) {
