@@ -235,7 +235,7 @@ __device__ __forceinline__ work find_work(const int *mprefix, int num_experts, i
 
 // Shared memory of one CTA: the B ring, its barriers, the m-block prefix, gate_up's staging tile (BN columns of
 // the CTA's act features, each padded by 16 bytes so that the four column pairs a warp writes at once fall in
-// different banks), down's (token, slot) pair and scale per column, and, where it fits, down's fp32 output tile
+// different banks), down's token and scale per column, and, where it fits, down's fp32 output tile
 // (BN columns of the CTA's 16 x tiles rows, padded by 4 floats: the consumers' scalar writes are conflict-free)
 // with its two barriers.
 template <bool GateUp, int BN, int MT>
@@ -292,8 +292,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     int *item_ids = reinterpret_cast<int *>(item_empty + kItemSlots);
     int *mprefix = item_ids + kItemSlots; // m-blocks before expert e
     std::uint8_t *staging = reinterpret_cast<std::uint8_t *>(mprefix + kPrefixInts);
-    int *col_pair = reinterpret_cast<int *>(staging + BN * C::col_bytes);
-    float *col_scale = reinterpret_cast<float *>(col_pair + BN);
+    int *col_token = reinterpret_cast<int *>(staging + BN * C::col_bytes);
+    float *col_scale = reinterpret_cast<float *>(col_token + BN);
     constexpr bool kHandOff = hands_off<GateUp, BN, ST, MT>();
     float *epi = col_scale + BN;                                                  // down's output tile
     auto *epi_full = reinterpret_cast<std::uint64_t *>(epi + BN * C::epi_stride); // written by the consumers
@@ -363,7 +363,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                     // the tile's (token, slot) pairs and scales, read while the consumers still multiply
                     for (int col = sid; col < wk.rows; col += kStorers) {
                         const int pair = g.pair_of_row[wk.row0 + col];
-                        col_pair[col] = pair / g.slots; // the token
+                        col_token[col] = pair / g.slots;
                         col_scale[col] = g.topk_weights[pair] * g.gs0[wk.e] * kPackedProductScale;
                     }
                     asm volatile("bar.sync 2, %0;" ::"n"(kStorers) : "memory");
@@ -373,7 +373,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                     for (int col = warp - 1; col < wk.rows; col += kStorers / 32) {
                         const float sc = col_scale[col];
                         const float *src = epi + col * C::epi_stride;
-                        float *dst = g.out_acc + static_cast<std::size_t>(col_pair[col]) * g.hidden + h0;
+                        float *dst = g.out_acc + static_cast<std::size_t>(col_token[col]) * g.hidden + h0;
 #pragma unroll 1
                         for (int x = lane; x < vecs; x += 32) {
                             float4 v = *reinterpret_cast<const float4 *>(src + 4 * x);
@@ -554,7 +554,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         consumers_sync(); // the previous tile's epilogue is done with the staging tile and the column arrays
         if constexpr (!GateUp) {
             if (ctid < BN)
-                col_pair[ctid] = my_pair / g.slots, col_scale[ctid] = my_weight * g.gs0[wk.e] * kPackedProductScale;
+                col_token[ctid] = my_pair / g.slots, col_scale[ctid] = my_weight * g.gs0[wk.e] * kPackedProductScale;
             consumers_sync();
         }
 #pragma unroll
@@ -585,7 +585,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                     for (int i = 0; i < 2; ++i) {
                         const int col = 8 * j + 2 * t4 + i;
                         if (col >= wk.rows || !has_tile[m]) continue;
-                        float *dst = g.out_acc + static_cast<std::size_t>(col_pair[col]) * g.hidden;
+                        float *dst = g.out_acc + static_cast<std::size_t>(col_token[col]) * g.hidden;
                         const float sc = col_scale[col];
 #pragma unroll
                         for (int h = 0; h < 2; ++h) {
