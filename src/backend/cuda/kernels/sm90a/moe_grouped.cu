@@ -424,6 +424,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     // registers spill (bn = 64, with the narrow-width loop copies) or do not fit (bn = 128), and with bn = 256
     // ptxas serializes every wgmma for want of registers (C7512); those run at depth 0.
     constexpr bool kPipe = MT == 1 && BN <= 128;
+    // The narrow widths: every multiple of 8 (wgmma's N granularity) at depth 0; the depth-1 kernels keep 16 and the
+    // multiples of 32, as more copies of their loop make ptxas serialize their wgmmas for want of registers (C7512).
+    constexpr int kWidthStep = kPipe ? 32 : 8;
 
     for (int it = 0;; ++it) {
         const int w = next_item();
@@ -464,7 +467,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         // kernel (C7513).
         std::uint32_t afrag[kPipe ? 2 : 1][MT][4][4];
         int prev_stage = -1;
-        auto kstep = [&]<int J, int B, bool Pipelined, int NB>(const int s) {
+        auto kstep = [&]<int J, int B, bool Pipelined, int NB>(const int s) __attribute__((always_inline)) {
 #pragma unroll
             for (int m = 0; m < MT; ++m) {
                 const std::uint32_t sc_lo = scale_code_to_bf16x2<0>(sa[m][J]);
@@ -504,10 +507,11 @@ __global__ void __launch_bounds__(kThreads, 1)
         };
         static_assert(P == 2, "the loop below runs pairs of steps");
         // The K loop for wgmma width NB: BN for full token blocks; an expert's last block, when partly filled,
-        // multiplies only the narrowest wgmma width that covers its rows (16, then multiples of 32 up to BN), so
-        // padding columns cost little tensor-core time: at T = 4096 an expert of deepseek-v3 holds ~100-170 rows,
-        // which bn = 256 with widths of powers of two alone multiplied as 256 (NOTES.md g10).
-        auto kloop = [&]<int NB>() {
+        // multiplies only the narrowest wgmma width that covers its rows (multiples of 8 up to BN, each a compiled
+        // copy of the loop: composing a width from two wgmmas serializes them, C7511), so padding columns cost
+        // little tensor-core time: at T = 4096 an expert of deepseek-v3 holds ~100-170 rows, and widths in steps of
+        // 32 still multiplied 6-8 % padding columns over the layer (NOTES.md g10, g13).
+        auto kloop = [&]<int NB>() __attribute__((always_inline)) {
             int s0 = 0;
             for (; s0 + 2 <= g.ksteps; s0 += 2) {
                 kstep.template operator()<0, 0, kPipe, NB>(s0);
@@ -519,15 +523,15 @@ __global__ void __launch_bounds__(kThreads, 1)
             }
             if (s0 < g.ksteps) kstep.template operator()<0, 0, false, NB>(s0);
         };
-        auto by_width = [&]<int W>(auto &self) {
+        auto by_width = [&]<int W>(auto &self) __attribute__((always_inline)) {
             if constexpr (W >= BN)
                 kloop.template operator()<BN>();
             else if (wk.rows <= W)
                 kloop.template operator()<W>();
             else
-                self.template operator()<W == 16 ? 32 : W + 32>(self);
+                self.template operator()<W == 16 && kPipe ? 32 : W + kWidthStep>(self);
         };
-        by_width.template operator()<16>(by_width);
+        by_width.template operator()<kPipe ? 16 : 8>(by_width);
 #pragma unroll
         for (int m = 0; m < MT; ++m) wgmma::fence_operands(acc[m]);
 
