@@ -35,6 +35,7 @@ constexpr int kMaxExperts = 1024;
 constexpr int kConsumers = 2;                    // consumer warpgroups per CTA
 constexpr int kThreads = 128 * (1 + kConsumers); // + the producer warpgroup
 constexpr int kChunkBytesPerRow = 128;           // one 64-wide K chunk of bf16
+constexpr int kBoxRows = 32;                     // token rows per TMA box of B for a partly filled block
 constexpr int kPrefixInts = kMaxExperts + 4;     // the m-block prefix, padded to keep what follows 16-byte aligned
 
 __host__ __device__ constexpr std::size_t align256(std::size_t n) {
@@ -244,6 +245,7 @@ struct cta_shape {
     static constexpr int out_rows = 8 * tiles;        // gate_up: act features per column
     static constexpr int col_bytes = GateUp ? 2 * out_rows + 16 : 0;
     static constexpr int stage_bytes = BN * kChunkBytesPerRow;
+    static_assert(BN % kBoxRows == 0, "a stage is whole narrow boxes");
     static constexpr int epi_stride = 16 * tiles + 4; // down's output tile: floats per column
 };
 // Work items reach the CTA's warps through a small ring (ids, and a full and an empty barrier per slot) filled by
@@ -281,7 +283,8 @@ __device__ __forceinline__ void consumers_sync() { // the consumer warpgroups on
 // consume. Consumer warpgroup c owns MT m64 blocks of weight rows: its warp w holds tiles (c MT + i) 4 + w.
 template <bool GateUp, int BN, int ST, int MT>
 __global__ void __launch_bounds__(kThreads, 1)
-    grouped_gemm_kernel(const __grid_constant__ CUtensorMap b_map, const gemm_args g) {
+    grouped_gemm_kernel(const __grid_constant__ CUtensorMap b_map, const __grid_constant__ CUtensorMap b_map_narrow,
+                        const gemm_args g) {
     using C = cta_shape<GateUp, BN, MT>;
     extern __shared__ std::uint8_t smem_raw[];
     auto *ring =
@@ -308,6 +311,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         if constexpr (kHandOff) mbar_init(epi_full, 128 * kConsumers), mbar_init(epi_empty, kStorers);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<std::uint64_t>(&b_map)) : "memory");
+        asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<std::uint64_t>(&b_map_narrow)) : "memory");
     }
     wait_for_previous_kernel(); // counts, rowbase and the B rows come from earlier kernels
     allow_next_kernel();
@@ -398,10 +402,22 @@ __global__ void __launch_bounds__(kThreads, 1)
             if (w >= total) break;
             const int next = static_cast<int>(gridDim.x) + atomicAdd(g.sched, 1); // in flight over the copies
             const work wk = find_work(mprefix, g.num_experts, w, ntiles, BN, g.rowbase, g.counts);
+            // A block is one box of BN rows, except where an expert's partly filled last block (which multiplies a
+            // narrower width) saves two or more 32-row boxes by loading only those that cover its rows: the rows
+            // past it are L2 traffic for nothing (4-5 % of the layer at T = 1024), but a stage of several boxes
+            // costs more than the one or two it saves (NOTES.md g13).
+            const bool one_box = wk.rows > BN - 2 * kBoxRows;
+            const int boxes = one_box ? 1 : (wk.rows + kBoxRows - 1) / kBoxRows;
+            const int box_bytes = one_box ? C::stage_bytes : kBoxRows * kChunkBytesPerRow;
             for (int s = 0; s < g.ksteps; ++s) {
                 mbar_wait(&empty[stage], phase ^ 1);
-                mbar_expect_tx(&full[stage], C::stage_bytes);
-                tma_load_2d(ring + stage * C::stage_bytes, &b_map, &full[stage], s * 64, wk.row0);
+                mbar_expect_tx(&full[stage], boxes * box_bytes);
+                if (one_box)
+                    tma_load_2d(ring + stage * C::stage_bytes, &b_map, &full[stage], s * 64, wk.row0);
+                else
+                    for (int b = 0; b < boxes; ++b)
+                        tma_load_2d(ring + stage * C::stage_bytes + b * box_bytes, &b_map_narrow, &full[stage], s * 64,
+                                    wk.row0 + b * kBoxRows);
                 if (++stage == ST) stage = 0, phase ^= 1;
             }
             w = next;
@@ -644,7 +660,8 @@ __global__ void __launch_bounds__(256) combine_kernel(const float *out_acc, cons
 // ---- host -------------------------------------------------------------------------------------------------
 
 template <bool GateUp, int BN, int ST, int MT>
-cudaError_t launch_gemm(const CUtensorMap &map, const gemm_args &g, long long mblocks, cudaStream_t stream) {
+cudaError_t launch_gemm(const CUtensorMap &map, const CUtensorMap &map_narrow, const gemm_args &g, long long mblocks,
+                        cudaStream_t stream) {
     constexpr int smem = smem_bytes<GateUp, BN, ST, MT>();
     static_assert(smem <= 227 * 1024, "shared memory of a grouped tactic");
     static const cudaError_t set = cudaFuncSetAttribute(grouped_gemm_kernel<GateUp, BN, ST, MT>,
@@ -653,15 +670,15 @@ cudaError_t launch_gemm(const CUtensorMap &map, const gemm_args &g, long long mb
     constexpr int per_cta = cta_shape<GateUp, BN, MT>::tiles;
     const long long work = mblocks * ((g.tiles + per_cta - 1) / per_cta);
     const int grid = static_cast<int>(std::max<long long>(1, std::min<long long>(current_sm_count(), work)));
-    return launch_pdl(grouped_gemm_kernel<GateUp, BN, ST, MT>, dim3(grid), dim3(kThreads), smem, 1, stream, map, g);
+    return launch_pdl(grouped_gemm_kernel<GateUp, BN, ST, MT>, dim3(grid), dim3(kThreads), smem, 1, stream, map, map_narrow, g);
 }
 
 template <bool GateUp>
-cudaError_t dispatch(const CUtensorMap &map, const gemm_args &g, long long mblocks, grouped_tactic t,
-                     cudaStream_t stream) {
+cudaError_t dispatch(const CUtensorMap &map, const CUtensorMap &map_narrow, const gemm_args &g, long long mblocks,
+                     grouped_tactic t, cudaStream_t stream) {
 #define FP4MOE_GROUPED_CASE(BN_, ST_, MT_)                                                                             \
     if (t.bn == BN_ && t.stages == ST_ && t.mt == MT_)                                                                 \
-        return launch_gemm<GateUp, BN_, ST_, MT_>(map, g, mblocks, stream);
+        return launch_gemm<GateUp, BN_, ST_, MT_>(map, map_narrow, g, mblocks, stream);
     FP4MOE_GROUPED_CASE(128, 5, 1)
     FP4MOE_GROUPED_CASE(256, 4, 1)
     FP4MOE_GROUPED_CASE(64, 6, 1)
@@ -702,9 +719,12 @@ cudaError_t moe_grouped_run(const decode_weights &w, const decode_batch &b, grou
     auto *out_acc = reinterpret_cast<float *>(base + l.out_acc);
     const int rows = b.tokens * b.slots; // rows in use are at most this
 
-    CUtensorMap map_x, map_act;
+    CUtensorMap map_x, map_act, map_x_narrow, map_act_narrow;
     if (auto e = sm90::make_k_major_map(map_x, xp, l.rows, l.k64_hidden, t.bn); e != cudaSuccess) return e;
     if (auto e = sm90::make_k_major_map(map_act, act, l.rows, l.k64_inter, t.bn); e != cudaSuccess) return e;
+    if (auto e = sm90::make_k_major_map(map_x_narrow, xp, l.rows, l.k64_hidden, kBoxRows); e != cudaSuccess) return e;
+    if (auto e = sm90::make_k_major_map(map_act_narrow, act, l.rows, l.k64_inter, kBoxRows); e != cudaSuccess)
+        return e;
 
     if (auto e = launch_pdl(rows_kernel, dim3(1), dim3(1024), 0, 1, stream, b.counts, b.num_experts, rowbase, sched);
         e != cudaSuccess)
@@ -736,11 +756,11 @@ cudaError_t moe_grouped_run(const decode_weights &w, const decode_batch &b, grou
 
     g.wq = w.gate_up_q, g.ws = w.gate_up_s, g.tiles = w.tiles_gu, g.ksteps = w.ksteps_gu;
     g.gs0 = w.gs_gate, g.gs1 = w.gs_up, g.sched = sched;
-    if (auto e = dispatch<true>(map_x, g, mblocks, t, stream); e != cudaSuccess) return e;
+    if (auto e = dispatch<true>(map_x, map_x_narrow, g, mblocks, t, stream); e != cudaSuccess) return e;
 
     g.wq = w.down_q, g.ws = w.down_s, g.tiles = w.tiles_down, g.ksteps = w.ksteps_down;
     g.gs0 = w.gs_down, g.gs1 = nullptr, g.sched = sched + 1;
-    if (auto e = dispatch<false>(map_act, g, mblocks, t, stream); e != cudaSuccess) return e;
+    if (auto e = dispatch<false>(map_act, map_act_narrow, g, mblocks, t, stream); e != cudaSuccess) return e;
 
     const long long cthreads = static_cast<long long>(b.tokens) * (b.hidden / 8);
     if (auto e =
