@@ -154,9 +154,13 @@ int gpu_tactic_count(gpu_runner r) {
 
 std::string gpu_tactic_name(gpu_tactic t) {
     if (t.runner == gpu_runner::grouped) {
+        auto gemm_name = [](const grouped_gemm_tactic &k) {
+            return k.mt > 1 ? fmt::format("bn={} stages={} rows={}", k.bn, k.stages, 128 * k.mt)
+                            : fmt::format("bn={} stages={}", k.bn, k.stages);
+        };
         const grouped_tactic &k = kGroupedTactics[t.id];
-        return k.mt > 1 ? fmt::format("bn={} stages={} rows={}", k.bn, k.stages, 128 * k.mt)
-                        : fmt::format("bn={} stages={}", k.bn, k.stages);
+        return k.gate_up == k.down ? gemm_name(k.gate_up)
+                                   : fmt::format("gate_up {}, down {}", gemm_name(k.gate_up), gemm_name(k.down));
     }
     const decode_tactic &k = kDecodeTactics[t.id];
     std::string name = k.stages ? fmt::format("nt={} ksplit={} bulk {}x{} ksteps", k.nt, k.ksplit, k.stages, k.inflight)

@@ -33,13 +33,20 @@
 
 namespace fp4moe::cuda {
 
-/// A variant: `bn` token rows per tile (the wgmma N: 64, 128 or 256), `stages` K chunks in the shared ring, and
-/// `mt` m64 blocks of weight rows per consumer warpgroup (a CTA owns 128 mt weight rows: more rows share each
-/// token tile, halving its shared-memory and L2 traffic per MAC at mt = 2).
-struct grouped_tactic {
+/// One GEMM's variant: `bn` token rows per tile (the wgmma N: 64, 128 or 256), `stages` K chunks in the shared
+/// ring, and `mt` m64 blocks of weight rows per consumer warpgroup (a CTA owns 128 mt weight rows: more rows share
+/// each token tile, halving its shared-memory and L2 traffic per MAC at mt = 2).
+struct grouped_gemm_tactic {
     int bn = 128;
     int stages = 4;
     int mt = 1;
+    friend bool operator==(const grouped_gemm_tactic &, const grouped_gemm_tactic &) = default;
+};
+/// A variant of the layer: gate_up's and down's GEMMs may differ (measured: gate_up, K = hidden, is fastest with
+/// bn = 256 where down, K = inter, is with bn = 128 x 256 weight rows; NOTES.md g13).
+struct grouped_tactic {
+    grouped_gemm_tactic gate_up, down;
+    friend bool operator==(const grouped_tactic &, const grouped_tactic &) = default;
 };
 
 /// Every compiled tactic; index = the runner's tactic id.

@@ -670,12 +670,13 @@ cudaError_t launch_gemm(const CUtensorMap &map, const CUtensorMap &map_narrow, c
     constexpr int per_cta = cta_shape<GateUp, BN, MT>::tiles;
     const long long work = mblocks * ((g.tiles + per_cta - 1) / per_cta);
     const int grid = static_cast<int>(std::max<long long>(1, std::min<long long>(current_sm_count(), work)));
-    return launch_pdl(grouped_gemm_kernel<GateUp, BN, ST, MT>, dim3(grid), dim3(kThreads), smem, 1, stream, map, map_narrow, g);
+    return launch_pdl(grouped_gemm_kernel<GateUp, BN, ST, MT>, dim3(grid), dim3(kThreads), smem, 1, stream, map,
+                      map_narrow, g);
 }
 
 template <bool GateUp>
 cudaError_t dispatch(const CUtensorMap &map, const CUtensorMap &map_narrow, const gemm_args &g, long long mblocks,
-                     grouped_tactic t, cudaStream_t stream) {
+                     grouped_gemm_tactic t, cudaStream_t stream) {
 #define FP4MOE_GROUPED_CASE(BN_, ST_, MT_)                                                                             \
     if (t.bn == BN_ && t.stages == ST_ && t.mt == MT_)                                                                 \
         return launch_gemm<GateUp, BN_, ST_, MT_>(map, map_narrow, g, mblocks, stream);
@@ -690,7 +691,10 @@ cudaError_t dispatch(const CUtensorMap &map, const CUtensorMap &map_narrow, cons
 
 } // namespace
 
-const grouped_tactic kGroupedTactics[] = {{128, 5, 1}, {256, 4, 1}, {64, 6, 1}, {128, 4, 2}, {64, 6, 2}};
+const grouped_tactic kGroupedTactics[] = {
+    {{128, 5, 1}, {128, 5, 1}}, {{256, 4, 1}, {256, 4, 1}}, {{64, 6, 1}, {64, 6, 1}},
+    {{128, 4, 2}, {128, 4, 2}}, {{64, 6, 2}, {64, 6, 2}},   {{256, 4, 1}, {128, 4, 2}},
+};
 const int kGroupedTacticCount = static_cast<int>(std::size(kGroupedTactics));
 
 std::size_t moe_grouped_workspace(int hidden, int inter, int num_experts, int slots, int max_tokens) {
@@ -703,9 +707,7 @@ bool moe_grouped_supported() {
 
 cudaError_t moe_grouped_run(const decode_weights &w, const decode_batch &b, grouped_tactic t, cudaStream_t stream) {
     if (!moe_batch_valid(w, b)) return cudaErrorInvalidValue;
-    if (std::find_if(std::begin(kGroupedTactics), std::end(kGroupedTactics), [&](const grouped_tactic &k) {
-            return k.bn == t.bn && k.stages == t.stages && k.mt == t.mt;
-        }) == std::end(kGroupedTactics))
+    if (std::find(std::begin(kGroupedTactics), std::end(kGroupedTactics), t) == std::end(kGroupedTactics))
         return cudaErrorInvalidValue;
     if (b.tokens == 0) return cudaSuccess;
     const layout l = make_layout(b.hidden, b.inter, b.num_experts, b.slots, b.max_tokens);
@@ -720,11 +722,10 @@ cudaError_t moe_grouped_run(const decode_weights &w, const decode_batch &b, grou
     const int rows = b.tokens * b.slots; // rows in use are at most this
 
     CUtensorMap map_x, map_act, map_x_narrow, map_act_narrow;
-    if (auto e = sm90::make_k_major_map(map_x, xp, l.rows, l.k64_hidden, t.bn); e != cudaSuccess) return e;
-    if (auto e = sm90::make_k_major_map(map_act, act, l.rows, l.k64_inter, t.bn); e != cudaSuccess) return e;
+    if (auto e = sm90::make_k_major_map(map_x, xp, l.rows, l.k64_hidden, t.gate_up.bn); e != cudaSuccess) return e;
+    if (auto e = sm90::make_k_major_map(map_act, act, l.rows, l.k64_inter, t.down.bn); e != cudaSuccess) return e;
     if (auto e = sm90::make_k_major_map(map_x_narrow, xp, l.rows, l.k64_hidden, kBoxRows); e != cudaSuccess) return e;
-    if (auto e = sm90::make_k_major_map(map_act_narrow, act, l.rows, l.k64_inter, kBoxRows); e != cudaSuccess)
-        return e;
+    if (auto e = sm90::make_k_major_map(map_act_narrow, act, l.rows, l.k64_inter, kBoxRows); e != cudaSuccess) return e;
 
     if (auto e = launch_pdl(rows_kernel, dim3(1), dim3(1024), 0, 1, stream, b.counts, b.num_experts, rowbase, sched);
         e != cudaSuccess)
@@ -747,7 +748,7 @@ cudaError_t moe_grouped_run(const decode_weights &w, const decode_batch &b, grou
 
     // Work bound: sum over experts of ceil(count / bn) <= rows / bn + busy experts.
     const long long busy = std::min<long long>(rows, b.num_experts);
-    const long long mblocks = rows / t.bn + busy;
+    auto mblocks = [&](const grouped_gemm_tactic &k) { return rows / k.bn + busy; };
     gemm_args g{};
     g.counts = b.counts, g.rowbase = rowbase, g.num_experts = b.num_experts;
     g.act = act, g.k64_inter = l.k64_inter, g.inter = b.inter;
@@ -756,11 +757,13 @@ cudaError_t moe_grouped_run(const decode_weights &w, const decode_batch &b, grou
 
     g.wq = w.gate_up_q, g.ws = w.gate_up_s, g.tiles = w.tiles_gu, g.ksteps = w.ksteps_gu;
     g.gs0 = w.gs_gate, g.gs1 = w.gs_up, g.sched = sched;
-    if (auto e = dispatch<true>(map_x, map_x_narrow, g, mblocks, t, stream); e != cudaSuccess) return e;
+    if (auto e = dispatch<true>(map_x, map_x_narrow, g, mblocks(t.gate_up), t.gate_up, stream); e != cudaSuccess)
+        return e;
 
     g.wq = w.down_q, g.ws = w.down_s, g.tiles = w.tiles_down, g.ksteps = w.ksteps_down;
     g.gs0 = w.gs_down, g.gs1 = nullptr, g.sched = sched + 1;
-    if (auto e = dispatch<false>(map_act, map_act_narrow, g, mblocks, t, stream); e != cudaSuccess) return e;
+    if (auto e = dispatch<false>(map_act, map_act_narrow, g, mblocks(t.down), t.down, stream); e != cudaSuccess)
+        return e;
 
     const long long cthreads = static_cast<long long>(b.tokens) * (b.hidden / 8);
     if (auto e =
