@@ -405,7 +405,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             // A block is one box of BN rows, except where an expert's partly filled last block (which multiplies a
             // narrower width) saves two or more 32-row boxes by loading only those that cover its rows: the rows
             // past it are L2 traffic for nothing (4-5 % of the layer at T = 1024), but a stage of several boxes
-            // costs more than the one or two it saves (NOTES.md g13).
+            // costs more than the one or two it saves (NOTES.md g14).
             const bool one_box = wk.rows > BN - 2 * kBoxRows;
             const int boxes = one_box ? 1 : (wk.rows + kBoxRows - 1) / kBoxRows;
             const int box_bytes = one_box ? C::stage_bytes : kBoxRows * kChunkBytesPerRow;
