@@ -429,7 +429,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int ctid = threadIdx.x - 128; // 0 .. 128 kConsumers - 1
     const int c = warp / 4 - 1, wq = warp % 4;
     const int g8 = lane / 4, t4 = lane % 4;
-    int stage = 0, phase = 0;
+    ring_cursor<ST> rc;
     float acc[MT][BN / 2];
 #pragma unroll
     for (int m = 0; m < MT; ++m)
@@ -482,7 +482,6 @@ __global__ void __launch_bounds__(kThreads, 1)
         // flight, or more than one conditional step after the loop, makes ptxas serialize every wgmma of the
         // kernel (C7513).
         std::uint32_t afrag[kPipe ? 2 : 1][MT][4][4];
-        int prev_stage = -1;
         auto kstep = [&]<int J, int B, bool Pipelined, int NB>(const int s) __attribute__((always_inline)) {
 #pragma unroll
             for (int m = 0; m < MT; ++m) {
@@ -501,8 +500,8 @@ __global__ void __launch_bounds__(kThreads, 1)
             }
             if constexpr (!GateUp && !kHandOff)
                 if (s == 0 && my_pair >= 0) my_weight = g.topk_weights[my_pair];
-            mbar_wait(&full[stage], phase);
-            const std::uint64_t desc = wgmma::desc_k_major_sw128(smem_addr(ring + stage * C::stage_bytes));
+            mbar_wait(&full[rc.stage], rc.phase);
+            const std::uint64_t desc = wgmma::desc_k_major_sw128(smem_addr(ring + rc.stage * C::stage_bytes));
             wgmma::fence();
 #pragma unroll
             for (int q = 0; q < 4; ++q)
@@ -511,15 +510,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                     wgmma::mma_rs<NB>(reinterpret_cast<float(&)[NB / 2]>(acc[m]), afrag[B][m][q], desc + 2 * q,
                                       s > 0 || q > 0);
             wgmma::commit();
-            if constexpr (Pipelined) {
-                wgmma::wait<1>();
-                if (prev_stage >= 0 && lane == 0) mbar_arrive(&empty[prev_stage]);
-                prev_stage = stage;
-            } else {
-                wgmma::wait<0>();
-                if (lane == 0) mbar_arrive(&empty[stage]);
-            }
-            if (++stage == ST) stage = 0, phase ^= 1;
+            rc.template release<Pipelined>(empty, lane);
         };
         static_assert(P == 2, "the loop below runs pairs of steps");
         // The K loop for wgmma width NB: BN for full token blocks; an expert's last block, when partly filled,
@@ -533,10 +524,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 kstep.template operator()<0, 0, kPipe, NB>(s0);
                 kstep.template operator()<1, kPipe ? 1 : 0, kPipe, NB>(s0 + 1);
             }
-            if constexpr (kPipe) {
-                wgmma::wait<0>();
-                if (prev_stage >= 0 && lane == 0) mbar_arrive(&empty[prev_stage]);
-            }
+            if constexpr (kPipe) rc.drain(empty, lane);
             if (s0 < g.ksteps) kstep.template operator()<0, 0, false, NB>(s0);
         };
         auto by_width = [&]<int W>(auto &self) __attribute__((always_inline)) {

@@ -122,7 +122,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         // grouped GEMM, whole pairs of steps run with no early exit and an odd last step runs unpipelined: ptxas
         // serializes every wgmma (C7513) where a wgmma could still be in flight at a loop exit.
         std::uint32_t a[2][kParts][4][4];
-        int stage = 0, phase = 0, prev_stage = -1;
+        ring_cursor<kStages> rc;
         auto kstep = [&]<int B, bool Pipelined>(const int s) {
 #pragma unroll
             for (int q = 0; q < 4; ++q)
@@ -134,8 +134,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                     for (int i = 0; i < kParts; ++i) a[B][i][q][j] = p[i];
                 }
             if (s + 1 < steps) load(kb + 64 * (s + 1));
-            mbar_wait(&full[stage], phase);
-            const std::uint64_t desc = wgmma::desc_k_major_sw128(smem_addr(ring + stage * kStageBytes));
+            mbar_wait(&full[rc.stage], rc.phase);
+            const std::uint64_t desc = wgmma::desc_k_major_sw128(smem_addr(ring + rc.stage * kStageBytes));
             wgmma::fence();
 #pragma unroll
             for (int q = 0; q < 4; ++q)
@@ -143,23 +143,14 @@ __global__ void __launch_bounds__(kThreads, 1)
                 for (int i = 0; i < kParts; ++i)
                     wgmma::mma_rs<kTokensPerCta>(acc, a[B][i][q], desc + 2 * q, s > 0 || q > 0 || i > 0);
             wgmma::commit();
-            if constexpr (Pipelined) {
-                wgmma::wait<1>();
-                if (prev_stage >= 0 && lane == 0) mbar_arrive(&empty[prev_stage]);
-                prev_stage = stage;
-            } else {
-                wgmma::wait<0>();
-                if (lane == 0) mbar_arrive(&empty[stage]);
-            }
-            if (++stage == kStages) stage = 0, phase ^= 1;
+            rc.template release<Pipelined>(empty, lane);
         };
         int s0 = 0;
         for (; s0 + 2 <= steps; s0 += 2) {
             kstep.template operator()<0, true>(s0);
             kstep.template operator()<1, true>(s0 + 1);
         }
-        wgmma::wait<0>();
-        if (prev_stage >= 0 && lane == 0) mbar_arrive(&empty[prev_stage]);
+        rc.drain(empty, lane);
         if (s0 < steps) kstep.template operator()<0, false>(s0);
         wgmma::fence_operands(acc);
     }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "kernels/ptx.cuh"
+#include "kernels/sm90a/wgmma.cuh"
 
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -70,5 +71,34 @@ template <int Regs>
 __device__ __forceinline__ void set_max_regs_dec() {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(Regs));
 }
+
+/// A consumer warpgroup's place in a ring of ST TMA stages (full barriers filled by a producer, empty barriers
+/// with one arrival per consumer warp) and the release of a step's stage once its wgmma are done. Depth-1
+/// pipelining releases the previous step's stage after this step's wgmma are issued (wait_group 1); depth 0
+/// waits for this step's and releases its own.
+template <int ST>
+struct ring_cursor {
+    int stage = 0, phase = 0, prev = -1; // prev: the pipelined step still to be released (-1: none)
+
+    /// After a step's wgmma are committed: wait and release as described, then move to the next stage.
+    template <bool Pipelined>
+    __device__ __forceinline__ void release(std::uint64_t *empty, int lane) {
+        if constexpr (Pipelined) {
+            wgmma::wait<1>();
+            if (prev >= 0 && lane == 0) mbar_arrive(&empty[prev]);
+            prev = stage;
+        } else {
+            wgmma::wait<0>();
+            if (lane == 0) mbar_arrive(&empty[stage]);
+        }
+        if (++stage == ST) stage = 0, phase ^= 1;
+    }
+    /// After the last pipelined step: wait for its wgmma and release its stage.
+    __device__ __forceinline__ void drain(std::uint64_t *empty, int lane) {
+        wgmma::wait<0>();
+        if (prev >= 0 && lane == 0) mbar_arrive(&empty[prev]);
+        prev = -1;
+    }
+};
 
 } // namespace fp4moe::cuda::sm90
