@@ -9,7 +9,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -155,8 +158,11 @@ int gpu_tactic_count(gpu_runner r) {
 std::string gpu_tactic_name(gpu_tactic t) {
     if (t.runner == gpu_runner::grouped) {
         auto gemm_name = [](const grouped_gemm_tactic &k) {
-            return k.mt > 1 ? fmt::format("bn={} stages={} rows={}", k.bn, k.stages, 128 * k.mt)
-                            : fmt::format("bn={} stages={}", k.bn, k.stages);
+            const int rows = 64 * k.mt * k.wg; // weight rows per CTA
+            std::string name = fmt::format("bn={} stages={}", k.bn, k.stages);
+            if (rows != 128) name += fmt::format(" rows={}", rows);
+            if (k.wg != 2) name += fmt::format(" wg={}", k.wg);
+            return name;
         };
         const grouped_tactic &k = kGroupedTactics[t.id];
         return k.gate_up == k.down ? gemm_name(k.gate_up)
@@ -260,6 +266,9 @@ result<std::unique_ptr<gpu_moe_weights>> gpu_moe_weights::upload(const moe_desc 
           mw.correction_bias ? cudaMemcpy(w->bias_, mw.correction_bias, 4 * d.experts, cudaMemcpyHostToDevice)
                              : cudaMemset(w->bias_, 0, 4 * d.experts)})
         if (err != cudaSuccess) return cuda_error(err, "cuda: weight upload");
+    // The checkpoints store the router in bf16 (loaded as fp32): then one bf16 part per weight is exact.
+    w->router_bf16_ = std::all_of(mw.router, mw.router + d.experts * d.hidden,
+                                  [](float v) { return (std::bit_cast<std::uint32_t>(v) & 0xFFFFu) == 0; });
     return w;
 }
 
@@ -280,9 +289,10 @@ result<std::unique_ptr<gpu_moe_weights>> gpu_moe_weights::random(const moe_desc 
           fill_random_bytes(const_cast<std::uint8_t *>(dw.down_s), dn * 64, seed + 3, 13 << 3, 16 << 3 | 7, stream),
           fill_floats(const_cast<float *>(dw.gs_gate), 3 * ne, 1e-3f, stream),
           fill_random_floats(w->router_, d.experts * d.hidden, seed + 4, 3.0f / std::sqrt(static_cast<float>(d.hidden)),
-                             stream),
+                             stream, /*bf16_values=*/true),
           fill_random_floats(w->bias_, d.experts, seed + 5, 0.1f, stream)})
         if (err != cudaSuccess) return cuda_error(err, "cuda: random weights");
+    w->router_bf16_ = true;
     return w;
 }
 
@@ -326,7 +336,7 @@ status gpu_moe_forward(const moe_desc &d, const gpu_moe_weights &w, const bf16_t
             return cuda_error(e, "cuda: MoE routing");
     } else {
         for (auto e : {moe_router_logits(xb, w.router(), T, static_cast<int>(d.hidden), static_cast<int>(d.experts),
-                                         at<float>(ws, r.logits), stream),
+                                         at<float>(ws, r.logits), stream, w.router_bf16()),
                        moe_route_topk(at<float>(ws, r.logits), bias, T, rule, at<std::int32_t>(ws, r.ids),
                                       at<float>(ws, r.weights), nullptr, stream),
                        moe_build_plan(at<std::int32_t>(ws, r.ids), T, static_cast<int>(d.slots()),

@@ -33,7 +33,8 @@ public:
     static result<std::unique_ptr<gpu_moe_weights>> upload(const moe_desc &d, const moe_weights &w);
     /// Random weights generated on the device in the packed layout (benchmarks: no host pass over gigabytes).
     /// Scales 0.25..4, global scale 1e-3, router uniform with variance 3/H (unit-variance logits for
-    /// activations uniform in [-1, 1]: routing spreads over the experts), bias +-0.1. `seed` varies the values.
+    /// activations uniform in [-1, 1]: routing spreads over the experts) rounded to bf16 as the checkpoints store
+    /// it, bias +-0.1. `seed` varies the values.
     static result<std::unique_ptr<gpu_moe_weights>> random(const moe_desc &d, std::uint64_t seed, cudaStream_t stream);
 
     gpu_moe_weights(const gpu_moe_weights &) = delete;
@@ -42,6 +43,8 @@ public:
 
     const decode_weights &decode() const { return dw_; }
     const float *router() const { return router_; }
+    /// Whether every router value is a bf16 (moe_router_logits' `router_bf16`): checked at upload.
+    bool router_bf16() const { return router_bf16_; }
     const float *bias() const { return bias_; }
     std::size_t bytes() const { return bytes_; }
 
@@ -52,6 +55,7 @@ private:
     std::size_t bytes_ = 0;
     decode_weights dw_;
     float *router_ = nullptr, *bias_ = nullptr;
+    bool router_bf16_ = false;
 };
 
 /// Device buffers of the layer forward for batches up to `max_tokens` (the plan, logits, the runner's scratch).

@@ -222,25 +222,31 @@ TEST(GroupedRunner, RefusesBadTacticAndMissingWeights) {
     EXPECT_NE(st.message().find("no tactic 99"), std::string::npos) << st.message();
 }
 
-// The whole layer on the device, routing included, against routing + cpu.ref on the CPU; then as a graph.
+// The whole layer on the device, routing included, against routing + cpu.ref on the CPU; then as a graph. T = 300
+// takes the tensor-core router (wgmma on sm_90), with a bf16 router (the checkpoints' dtype: one bf16 part per
+// weight) for the second rule and an fp32 one (three parts) for the others.
 void check_layer(cuda::gpu_runner kind) {
     const int tactics = cuda::gpu_tactic_count(kind);
     for (int rule = 0; rule < 3; ++rule)
         for (auto layout : {moe_layout::permuted, moe_layout::masked})
-            for (std::int64_t T : {1, 7, 64}) {
+            for (std::int64_t T : {1, 7, 64, 300}) {
                 moe_desc d = rule == 0 ? qwen3_like() : rule == 1 ? glm_like() : deepseek_like();
                 d.layout = layout;
                 const std::uint32_t seed = fresh_seed();
                 SCOPED_TRACE(::testing::Message() << cuda::make_gpu_runner(kind)->name() << " " << d.to_string()
                                                   << " T=" << T << " seed=" << seed);
                 auto L = random_layer(d, seed);
+                const bool bf16_router = T == 300 && rule == 1;
+                if (bf16_router)
+                    for (auto &v : L->router) v = bf16_to_float(float_to_bf16(v));
                 auto x = random_x(T, d.hidden, seed + 1);
                 moe_plan p = route(*L, x, T);
                 auto oracle = cpu::make_ref_runner(true);
                 const auto ref = run_poisoned(*oracle, *L, p, x, {0, "fp64"});
                 auto w = cuda::gpu_moe_weights::upload(d, L->w);
                 ASSERT_TRUE(w.ok()) << w.get_status().to_string();
-                const std::int64_t cap = 64;
+                EXPECT_EQ(w.value()->router_bf16(), bf16_router);
+                const std::int64_t cap = std::max<std::int64_t>(64, T);
                 dev_mem dx(2 * T * d.hidden), dout(2 * T * d.hidden), ws(cuda::gpu_moe_forward_workspace(d, cap));
                 FP4MOE_CUDA_CHECK(cudaMemcpy(dx.p, x.data(), 2 * x.size(), cudaMemcpyHostToDevice));
                 cudaStream_t s;

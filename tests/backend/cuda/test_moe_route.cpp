@@ -216,14 +216,15 @@ struct logits_case {
 
 // Runs the GPU router on (x, router) and returns its logits (poisoned output, so unwritten entries are NaN).
 std::vector<float> gpu_logits(const std::vector<fp4moe::bf16_t> &x, const std::vector<float> &router,
-                              const logits_case &c) {
+                              const logits_case &c, bool router_bf16 = false) {
     std::vector<std::uint16_t> xbits(x.size());
     for (std::size_t i = 0; i < x.size(); ++i) xbits[i] = x[i].bits;
     device_buffer<std::uint16_t> d_x(xbits);
     device_buffer<float> d_router(router), d_out(static_cast<std::size_t>(c.tokens) * c.experts);
     d_out.poison();
-    EXPECT_EQ(fc::moe_router_logits(d_x.ptr, d_router.ptr, c.tokens, c.hidden, c.experts, d_out.ptr, nullptr),
-              cudaSuccess);
+    EXPECT_EQ(
+        fc::moe_router_logits(d_x.ptr, d_router.ptr, c.tokens, c.hidden, c.experts, d_out.ptr, nullptr, router_bf16),
+        cudaSuccess);
     FP4MOE_CUDA_CHECK(cudaDeviceSynchronize());
     return d_out.download();
 }
@@ -599,41 +600,43 @@ TEST(CudaMoeRoute, RouterLogitsExactOnExactInputs) {
 // Random bf16 x and fp32 router. Any fp32 summation of n products (n - 1 additions after n roundings of the
 // products, or FMAs) is within gamma_n * S of the exact dot, S = sum |x_k r_k| (Higham, Thm 3.1; gamma_n =
 // n u / (1 - n u), u = 2^-24). The CPU (sequential) and the GPU (any order) both are, so they differ by at most
-// 2 gamma_H S; each is also checked against the exact dot (in double) within gamma_H S.
+// 2 gamma_H S; each is also checked against the exact dot (in double) within gamma_H S. Also with a bf16 router
+// (the checkpoints' dtype) passed as such: the wgmma kernel then multiplies one bf16 part instead of three.
 TEST(CudaMoeRoute, RouterLogitsWithinSummationBound) {
     SKIP_WITHOUT_GPU();
     const unsigned seed = fresh_seed();
     SCOPED_TRACE(seed_trace(seed));
     std::mt19937 rng(seed);
     std::normal_distribution<float> xn(0.0f, 1.0f), rn(0.0f, 0.02f);
-    for (const auto &c : kLogitsCases) {
-        SCOPED_TRACE(case_name(c));
-        std::vector<fp4moe::bf16_t> x(static_cast<std::size_t>(c.tokens) * c.hidden);
-        std::vector<float> router(static_cast<std::size_t>(c.experts) * c.hidden);
-        for (auto &v : x) v = fp4moe::float_to_bf16(xn(rng));
-        for (auto &v : router) v = rn(rng);
-        const auto got = gpu_logits(x, router, c), want = cpu_logits(x, router, c);
-        const double u = std::ldexp(1.0, -24), gamma = c.hidden * u / (1.0 - c.hidden * u);
-        int bad = 0;
-        for (int t = 0; t < c.tokens; ++t)
-            for (int e = 0; e < c.experts; ++e) {
-                double exact = 0.0, s = 0.0;
-                for (int k = 0; k < c.hidden; ++k) {
-                    const double p =
-                        static_cast<double>(fp4moe::bf16_to_float(x[static_cast<std::size_t>(t) * c.hidden + k])) *
-                        router[static_cast<std::size_t>(e) * c.hidden + k];
-                    exact += p;
-                    s += std::fabs(p);
+    for (const bool router_bf16 : {false, true})
+        for (const auto &c : kLogitsCases) {
+            SCOPED_TRACE(case_name(c) + (router_bf16 ? " (bf16 router)" : ""));
+            std::vector<fp4moe::bf16_t> x(static_cast<std::size_t>(c.tokens) * c.hidden);
+            std::vector<float> router(static_cast<std::size_t>(c.experts) * c.hidden);
+            for (auto &v : x) v = fp4moe::float_to_bf16(xn(rng));
+            for (auto &v : router) v = router_bf16 ? fp4moe::bf16_to_float(fp4moe::float_to_bf16(rn(rng))) : rn(rng);
+            const auto got = gpu_logits(x, router, c, router_bf16), want = cpu_logits(x, router, c);
+            const double u = std::ldexp(1.0, -24), gamma = c.hidden * u / (1.0 - c.hidden * u);
+            int bad = 0;
+            for (int t = 0; t < c.tokens; ++t)
+                for (int e = 0; e < c.experts; ++e) {
+                    double exact = 0.0, s = 0.0;
+                    for (int k = 0; k < c.hidden; ++k) {
+                        const double p =
+                            static_cast<double>(fp4moe::bf16_to_float(x[static_cast<std::size_t>(t) * c.hidden + k])) *
+                            router[static_cast<std::size_t>(e) * c.hidden + k];
+                        exact += p;
+                        s += std::fabs(p);
+                    }
+                    const std::size_t i = static_cast<std::size_t>(t) * c.experts + e;
+                    const bool ok = std::isfinite(got[i]) && std::fabs(got[i] - exact) <= gamma * s &&
+                                    std::fabs(static_cast<double>(got[i]) - want[i]) <= 2 * gamma * s;
+                    if (!ok && ++bad <= 8)
+                        ADD_FAILURE() << "logit [" << t << ", " << e << "]: got " << got[i] << ", cpu " << want[i]
+                                      << ", exact " << exact << ", bound " << gamma * s;
                 }
-                const std::size_t i = static_cast<std::size_t>(t) * c.experts + e;
-                const bool ok = std::isfinite(got[i]) && std::fabs(got[i] - exact) <= gamma * s &&
-                                std::fabs(static_cast<double>(got[i]) - want[i]) <= 2 * gamma * s;
-                if (!ok && ++bad <= 8)
-                    ADD_FAILURE() << "logit [" << t << ", " << e << "]: got " << got[i] << ", cpu " << want[i]
-                                  << ", exact " << exact << ", bound " << gamma * s;
-            }
-        EXPECT_EQ(bad, 0);
-    }
+            EXPECT_EQ(bad, 0);
+        }
 }
 
 // logits -> top-k -> plan captured in one CUDA graph and replayed twice (outputs poisoned in between): both

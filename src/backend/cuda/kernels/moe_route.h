@@ -50,13 +50,17 @@ struct route_rule {
 /// loads when H % 4 != 0 or misaligned): one CTA per (expert, 8 tokens) up to T = 8, per (4 experts, 8 tokens)
 /// above.
 /// Benchmarking only: FP4MOE_ROUTER_SPLITK_MAX_T=n in the environment limits split-K to T <= n.
+/// `router_bf16`: every router value is a bf16 (low 16 bits zero), as the checkpoints of every family we load
+/// store it; the wgmma kernel then multiplies one bf16 part instead of three (the same exact products, a third of
+/// the tensor-core work). A router that is not all bf16 with `router_bf16` set gives wrong logits.
 /// Errors (nothing launched): T < 0, H <= 0, E <= 0, null pointers when T > 0. T == 0 launches nothing.
 cudaError_t moe_router_logits(const std::uint16_t *x, const float *router, int tokens, int hidden, int experts,
-                              float *logits, cudaStream_t stream);
+                              float *logits, cudaStream_t stream, bool router_bf16 = false);
 /// As moe_router_logits with split-K used only up to `splitk_max_tokens` tokens (0: never), so a benchmark can
 /// time the other kernels at decode sizes.
 cudaError_t moe_router_logits_splitk_max(const std::uint16_t *x, const float *router, int tokens, int hidden,
-                                         int experts, float *logits, int splitk_max_tokens, cudaStream_t stream);
+                                         int experts, float *logits, int splitk_max_tokens, cudaStream_t stream,
+                                         bool router_bf16 = false);
 
 /// Per token: ids [T, k+S] and weights [T, k+S] per `rule` (bias [E] when rule.correction_bias, else null).
 /// A token whose logits hold a NaN or infinity gets ids -1 and sets *bad_token (if not null) to the smallest

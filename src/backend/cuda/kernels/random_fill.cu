@@ -21,10 +21,12 @@ __global__ void bytes_kernel(std::uint8_t *p, std::size_t n, std::uint64_t seed,
          i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
         p[i] = static_cast<std::uint8_t>(lo + mix(seed * 0x100000001B3ull + i) % span);
 }
-__global__ void floats_kernel(float *p, std::size_t n, std::uint64_t seed, float scale, bool constant) {
+__global__ void floats_kernel(float *p, std::size_t n, std::uint64_t seed, float scale, bool constant, bool bf16) {
     for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
-         i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
-        p[i] = constant ? scale : scale * unit(seed, i);
+         i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+        const float v = constant ? scale : scale * unit(seed, i);
+        p[i] = bf16 ? __bfloat162float(__float2bfloat16_rn(v)) : v;
+    }
 }
 __global__ void bf16_kernel(std::uint16_t *p, std::size_t n, std::uint64_t seed, float scale) {
     for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
@@ -47,14 +49,15 @@ cudaError_t fill_random_bytes(std::uint8_t *bytes, std::size_t n, std::uint64_t 
     bytes_kernel<<<blocks_for(n), 256, 0, stream>>>(bytes, n, seed, lo, static_cast<unsigned>(hi - lo) + 1);
     return cudaGetLastError();
 }
-cudaError_t fill_random_floats(float *v, std::size_t n, std::uint64_t seed, float scale, cudaStream_t stream) {
+cudaError_t fill_random_floats(float *v, std::size_t n, std::uint64_t seed, float scale, cudaStream_t stream,
+                               bool bf16_values) {
     if (n == 0) return cudaSuccess;
-    floats_kernel<<<blocks_for(n), 256, 0, stream>>>(v, n, seed, scale, false);
+    floats_kernel<<<blocks_for(n), 256, 0, stream>>>(v, n, seed, scale, false, bf16_values);
     return cudaGetLastError();
 }
 cudaError_t fill_floats(float *v, std::size_t n, float value, cudaStream_t stream) {
     if (n == 0) return cudaSuccess;
-    floats_kernel<<<blocks_for(n), 256, 0, stream>>>(v, n, 0, value, true);
+    floats_kernel<<<blocks_for(n), 256, 0, stream>>>(v, n, 0, value, true, false);
     return cudaGetLastError();
 }
 cudaError_t fill_random_bf16(std::uint16_t *v, std::size_t n, std::uint64_t seed, float scale, cudaStream_t stream) {

@@ -12,8 +12,9 @@ namespace fp4moe::cuda {
 /// bytes[i] uniform in [lo, hi].
 cudaError_t fill_random_bytes(std::uint8_t *bytes, std::size_t n, std::uint64_t seed, std::uint8_t lo, std::uint8_t hi,
                               cudaStream_t stream);
-/// v[i] uniform in [-scale, scale).
-cudaError_t fill_random_floats(float *v, std::size_t n, std::uint64_t seed, float scale, cudaStream_t stream);
+/// v[i] uniform in [-scale, scale); with `bf16_values`, each rounded to the nearest bf16 (stored as fp32).
+cudaError_t fill_random_floats(float *v, std::size_t n, std::uint64_t seed, float scale, cudaStream_t stream,
+                               bool bf16_values = false);
 /// v[i] = value.
 cudaError_t fill_floats(float *v, std::size_t n, float value, cudaStream_t stream);
 /// bf16 bit patterns uniform in [-scale, scale).

@@ -1,8 +1,8 @@
 // Router logits of one MoE batch on the GPU (moe_route.h): logits = x · routerᵀ in fp32, bf16 activations
 // widened exactly. Four kernels by batch size: split-K over a cluster (T <= 64, the router read once), a GEMV
 // (the router read once per 8 tokens), a tiled kernel, and, for large batches, the tensor-core kernels (the router
-// split into three exact bf16 parts): wgmma on sm_90 from kRouterWgmmaMinTokens (sm90a/router_logits_wgmma.cu),
-// mma.sync below that and elsewhere (router_logits_mma.cu).
+// split into three exact bf16 parts, or one where every router value is a bf16): wgmma on sm_90 from
+// kRouterWgmmaMinTokens (sm90a/router_logits_wgmma.cu), mma.sync below that and elsewhere (router_logits_mma.cu).
 #include "kernels/moe_route.h"
 #include "kernels/pdl.cuh"
 #include "kernels/ptx.cuh"
@@ -359,12 +359,14 @@ bool router_logits_use_tiled(int tokens, int experts) {
 } // namespace
 
 cudaError_t moe_router_logits(const std::uint16_t *x, const float *router, int tokens, int hidden, int experts,
-                              float *logits, cudaStream_t stream) {
-    return moe_router_logits_splitk_max(x, router, tokens, hidden, experts, logits, kSplitMaxTokens, stream);
+                              float *logits, cudaStream_t stream, bool router_bf16) {
+    return moe_router_logits_splitk_max(x, router, tokens, hidden, experts, logits, kSplitMaxTokens, stream,
+                                        router_bf16);
 }
 
 cudaError_t moe_router_logits_splitk_max(const std::uint16_t *x, const float *router, int tokens, int hidden,
-                                         int experts, float *logits, int splitk_max, cudaStream_t stream) {
+                                         int experts, float *logits, int splitk_max, cudaStream_t stream,
+                                         bool router_bf16) {
     if (tokens < 0 || hidden <= 0 || experts <= 0) return cudaErrorInvalidValue;
     if (tokens == 0) return cudaSuccess;
     if (x == nullptr || router == nullptr || logits == nullptr) return cudaErrorInvalidValue;
@@ -393,7 +395,7 @@ cudaError_t moe_router_logits_splitk_max(const std::uint16_t *x, const float *ro
         return e != cudaSuccess ? e : cudaGetLastError();
     }
     if (tokens >= kRouterWgmmaMinTokens && router_logits_wgmma_fits(hidden, x, router)) {
-        const cudaError_t e = router_logits_wgmma(x, router, tokens, hidden, experts, logits, stream);
+        const cudaError_t e = router_logits_wgmma(x, router, tokens, hidden, experts, logits, router_bf16, stream);
         return e != cudaSuccess ? e : cudaGetLastError();
     }
     const bool mma_pays = tokens >= kMmaMinTokens && static_cast<long long>(tokens) * experts * hidden >= kMmaMinMacs;

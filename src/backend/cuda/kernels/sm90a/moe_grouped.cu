@@ -6,11 +6,11 @@
 // warpgroup, exactly four of the packed 16-row tiles whose A fragments cuda.decode already uses), and the
 // tokens are the shared-memory operand B (N = BN rows, TMA with 128-byte swizzle). A producer warp keeps a
 // ring of K chunks in flight; a consumer warpgroup dequantizes chunk s while its wgmma of chunk s - 1 runs
-// (64 weight rows per warpgroup and bn <= 128; the others wait for each step), and the two warpgroups overlap
-// each other. TMA cannot gather rows on sm_90, hence the gather kernel in front. down's consumers hand their fp32
-// output tile to the producer warpgroup's three idle warps through shared memory, which add it to the tokens'
-// fp32 sums (red.global.add: the weighted combine, without a pass over T x slots slot rows) while the consumers
-// multiply the next tile.
+// (64 weight rows per warpgroup, bn <= 128 and two warpgroups; the others wait for each step), and the
+// warpgroups overlap each other. TMA cannot gather rows on sm_90, hence the gather kernel in front. down's
+// consumers hand their fp32 output tile to the producer warpgroup's three idle warps through shared memory, which
+// add it to the tokens' fp32 sums (red.global.add: the weighted combine, without a pass over T x slots slot rows)
+// while the consumers multiply the next tile.
 #include "kernels/decode_device.cuh"
 #include "kernels/grouped_layout.h"
 #include "kernels/moe_grouped.h"
@@ -32,11 +32,30 @@ using namespace ptx;
 using namespace sm90;
 
 constexpr int kMaxExperts = 1024;
-constexpr int kConsumers = 2;                    // consumer warpgroups per CTA
-constexpr int kThreads = 128 * (1 + kConsumers); // + the producer warpgroup
-constexpr int kChunkBytesPerRow = 128;           // one 64-wide K chunk of bf16
-constexpr int kBoxRows = 32;                     // token rows per TMA box of B for a partly filled block
-constexpr int kPrefixInts = kMaxExperts + 4;     // the m-block prefix, padded to keep what follows 16-byte aligned
+// A CTA has a producer warpgroup and CW consumer warpgroups: 2 after the producer (warps 0..3; its three idle
+// warps store down's output tiles), or 4 before it (warps 16..19, gate_up only; wgmma needs warpgroup-aligned
+// warps). Four warpgroups of 64 weight rows (mt = 1) keep the 256 weight rows per token tile of two with mt = 2 and
+// hide each one's depth-0 wait for its wgmma behind the other three; they have 112 registers each
+// (glm-4.5-air T = 1024: 1037 -> 913 us; NOTES.md, thirteenth session).
+__host__ __device__ constexpr int cta_threads(int cw) {
+    return 128 * (cw + 1);
+}
+// setmaxnreg moves registers within the CTA's allocation (the launch bound's cap, a multiple of 8, per thread): a
+// warpgroup's increase waits forever for registers its CTA was never given. Producer / consumer registers:
+__host__ __device__ constexpr int producer_regs(int cw) {
+    return cw == 2 ? 40 : 32;
+}
+__host__ __device__ constexpr int consumer_regs(int cw) {
+    return cw == 2 ? 232 : 112;
+}
+constexpr bool regs_fit(int cw) {
+    return 128 * producer_regs(cw) + 128 * cw * consumer_regs(cw) <=
+           cta_threads(cw) * (65536 / cta_threads(cw) / 8 * 8);
+}
+static_assert(regs_fit(2) && regs_fit(4), "setmaxnreg beyond the CTA's registers");
+constexpr int kChunkBytesPerRow = 128;       // one 64-wide K chunk of bf16
+constexpr int kBoxRows = 32;                 // token rows per TMA box of B for a partly filled block
+constexpr int kPrefixInts = kMaxExperts + 4; // the m-block prefix, padded to keep what follows 16-byte aligned
 
 __host__ __device__ constexpr std::size_t align256(std::size_t n) {
     return (n + 255) / 256 * 256;
@@ -239,10 +258,10 @@ __device__ __forceinline__ work find_work(const int *mprefix, int num_experts, i
 // different banks), down's token and scale per column, and, where it fits, down's fp32 output tile
 // (BN columns of the CTA's 16 x tiles rows, padded by 4 floats: the consumers' scalar writes are conflict-free)
 // with its two barriers.
-template <bool GateUp, int BN, int MT>
+template <bool GateUp, int BN, int MT, int CW>
 struct cta_shape {
-    static constexpr int tiles = 4 * kConsumers * MT; // 16-row weight tiles per CTA
-    static constexpr int out_rows = 8 * tiles;        // gate_up: act features per column
+    static constexpr int tiles = 4 * CW * MT;  // 16-row weight tiles per CTA
+    static constexpr int out_rows = 8 * tiles; // gate_up: act features per column
     static constexpr int col_bytes = GateUp ? 2 * out_rows + 16 : 0;
     static constexpr int stage_bytes = BN * kChunkBytesPerRow;
     static_assert(BN % kBoxRows == 0, "a stage is whole narrow boxes");
@@ -253,39 +272,40 @@ struct cta_shape {
 // (an expert's last block multiplies a narrower N), so a static round-robin leaves SMs idle at the end (measured:
 // 1-2 % faster than the round-robin at T = 4096, less at 16384; NOTES.md g9).
 constexpr int kItemSlots = 4;
-template <bool GateUp, int BN, int ST, int MT>
+template <bool GateUp, int BN, int ST, int MT, int CW>
 constexpr int base_smem_bytes() {
-    using C = cta_shape<GateUp, BN, MT>;
+    using C = cta_shape<GateUp, BN, MT, CW>;
     return 1024 /* alignment slack */ + ST * C::stage_bytes + 2 * ST * 8 + kItemSlots * (2 * 8 + 4) + 4 * kPrefixInts +
            BN * C::col_bytes + 8 * BN;
 }
 // down hands its output tile to the producer warpgroup's idle warps (which scale and store it while the consumers
 // run the next tile) where the tile fits beside the ring: every tactic but bn = 256.
-template <bool GateUp, int BN, int MT>
+template <bool GateUp, int BN, int MT, int CW>
 constexpr int handoff_bytes() { // the fp32 output tile and its two barriers
-    return 4 * BN * cta_shape<GateUp, BN, MT>::epi_stride + 16;
+    return 4 * BN * cta_shape<GateUp, BN, MT, CW>::epi_stride + 16;
 }
-template <bool GateUp, int BN, int ST, int MT>
+template <bool GateUp, int BN, int ST, int MT, int CW>
 constexpr bool hands_off() {
-    return !GateUp && base_smem_bytes<GateUp, BN, ST, MT>() + handoff_bytes<GateUp, BN, MT>() <= 227 * 1024;
+    return !GateUp && base_smem_bytes<GateUp, BN, ST, MT, CW>() + handoff_bytes<GateUp, BN, MT, CW>() <= 227 * 1024;
 }
-template <bool GateUp, int BN, int ST, int MT>
+template <bool GateUp, int BN, int ST, int MT, int CW>
 constexpr int smem_bytes() {
-    return base_smem_bytes<GateUp, BN, ST, MT>() +
-           (hands_off<GateUp, BN, ST, MT>() ? handoff_bytes<GateUp, BN, MT>() : 0);
+    return base_smem_bytes<GateUp, BN, ST, MT, CW>() +
+           (hands_off<GateUp, BN, ST, MT, CW>() ? handoff_bytes<GateUp, BN, MT, CW>() : 0);
 }
 
+template <int CW>
 __device__ __forceinline__ void consumers_sync() { // the consumer warpgroups only (named barrier 1)
-    asm volatile("bar.sync 1, %0;" ::"n"(128 * kConsumers) : "memory");
+    asm volatile("bar.sync 1, %0;" ::"n"(128 * CW) : "memory");
 }
 
-// One persistent CTA: warpgroup 0 produces (one thread issues the TMA copies of B), warpgroups 1..kConsumers
-// consume. Consumer warpgroup c owns MT m64 blocks of weight rows: its warp w holds tiles (c MT + i) 4 + w.
-template <bool GateUp, int BN, int ST, int MT>
-__global__ void __launch_bounds__(kThreads, 1)
+// One persistent CTA: the producer (one thread issues the TMA copies of B) and CW consumer warpgroups (cta_threads).
+// Consumer warpgroup c owns MT m64 blocks of weight rows: its warp w holds tiles (c MT + i) 4 + w.
+template <bool GateUp, int BN, int ST, int MT, int CW>
+__global__ void __launch_bounds__(cta_threads(CW), 1)
     grouped_gemm_kernel(const __grid_constant__ CUtensorMap b_map, const __grid_constant__ CUtensorMap b_map_narrow,
                         const gemm_args g) {
-    using C = cta_shape<GateUp, BN, MT>;
+    using C = cta_shape<GateUp, BN, MT, CW>;
     extern __shared__ std::uint8_t smem_raw[];
     auto *ring =
         reinterpret_cast<std::uint8_t *>((reinterpret_cast<std::uintptr_t>(smem_raw) + 1023) & ~std::uintptr_t(1023));
@@ -297,7 +317,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     std::uint8_t *staging = reinterpret_cast<std::uint8_t *>(mprefix + kPrefixInts);
     int *col_token = reinterpret_cast<int *>(staging + BN * C::col_bytes);
     float *col_scale = reinterpret_cast<float *>(col_token + BN);
-    constexpr bool kHandOff = hands_off<GateUp, BN, ST, MT>();
+    constexpr bool kHandOff = hands_off<GateUp, BN, ST, MT, CW>();
     float *epi = col_scale + BN;                                                  // down's output tile
     auto *epi_full = reinterpret_cast<std::uint64_t *>(epi + BN * C::epi_stride); // written by the consumers
     std::uint64_t *epi_empty = epi_full + 1;                                      // stored by the storers
@@ -305,10 +325,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     if (threadIdx.x == 0) {
-        for (int s = 0; s < ST; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], 4 * kConsumers);
+        for (int s = 0; s < ST; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], 4 * CW);
         for (int s = 0; s < kItemSlots; ++s) // read by every consumer warp and the storer warps
-            mbar_init(&item_full[s], 1), mbar_init(&item_empty[s], 4 * kConsumers + (kHandOff ? kStorers / 32 : 0));
-        if constexpr (kHandOff) mbar_init(epi_full, 128 * kConsumers), mbar_init(epi_empty, kStorers);
+            mbar_init(&item_full[s], 1), mbar_init(&item_empty[s], 4 * CW + (kHandOff ? kStorers / 32 : 0));
+        if constexpr (kHandOff) mbar_init(epi_full, 128 * CW), mbar_init(epi_empty, kStorers);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<std::uint64_t>(&b_map)) : "memory");
         asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<std::uint64_t>(&b_map_narrow)) : "memory");
@@ -354,11 +374,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     // Producer warpgroup: one thread streams B chunks; where down hands off its output tiles, warps 1..3 store them
     // (the consumers only write a tile to shared memory and go on: the tensor cores idle through an epilogue, and
     // a build without the GEMMs' epilogues ran the layer 13-20 % faster at T >= 4096).
-    if (warp < 4) {
-        set_max_regs_dec<40>();
+    constexpr int kProducerWarp = CW == 2 ? 0 : 4 * CW; // the consumers' warpgroups must be warpgroup-aligned
+    const int cw = CW == 2 ? warp - 4 : warp;           // consumer warp 0 .. 4 CW - 1 (negative: producer)
+    if (CW == 2 ? warp < 4 : warp >= kProducerWarp) {
+        set_max_regs_dec<producer_regs(CW)>();
         if constexpr (kHandOff) {
-            if (warp > 0) { // storers: down's output tiles, scaled by each column's router weight, added to out_acc
-                const int sid = threadIdx.x - 32;
+            const int pwarp = warp - kProducerWarp; // the producer warpgroup's warp 0..3
+            if (pwarp > 0) { // storers: down's output tiles, scaled by each column's router weight, added to out_acc
+                const int sid = 32 * (pwarp - 1) + lane;
                 int sphase = 0;
                 for (;;) {
                     const int w = next_item();
@@ -374,7 +397,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                     const int h0 = wk.ntile * C::tiles * 16, vecs = min(C::tiles * 16, g.hidden - h0) / 4;
                     mbar_wait(epi_full, sphase);
 #pragma unroll 1
-                    for (int col = warp - 1; col < wk.rows; col += kStorers / 32) {
+                    for (int col = pwarp - 1; col < wk.rows; col += kStorers / 32) {
                         const float sc = col_scale[col];
                         const float *src = epi + col * C::epi_stride;
                         float *dst = g.out_acc + static_cast<std::size_t>(col_token[col]) * g.hidden + h0;
@@ -392,7 +415,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 return;
             }
         }
-        if (warp != 0 || lane != 0) return;
+        if (warp != kProducerWarp || lane != 0) return;
         int stage = 0, phase = 0;
         for (int w = static_cast<int>(blockIdx.x);;) { // the first item is the CTA's own; the rest are claimed
             mbar_wait(&item_empty[islot], iphase ^ 1);
@@ -425,9 +448,9 @@ __global__ void __launch_bounds__(kThreads, 1)
         return;
     }
 
-    set_max_regs_inc<232>();
-    const int ctid = threadIdx.x - 128; // 0 .. 128 kConsumers - 1
-    const int c = warp / 4 - 1, wq = warp % 4;
+    set_max_regs_inc<consumer_regs(CW)>();
+    const int ctid = 32 * cw + lane; // 0 .. 128 CW - 1
+    const int c = cw / 4, wq = cw % 4;
     const int g8 = lane / 4, t4 = lane % 4;
     ring_cursor<ST> rc;
     float acc[MT][BN / 2];
@@ -439,7 +462,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     // Depth-1 wgmma pipelining needs two fragment buffers: with two m64 blocks per warpgroup (mt = 2) the
     // registers spill (bn = 64, with the narrow-width loop copies) or do not fit (bn = 128), and with bn = 256
     // ptxas serializes every wgmma for want of registers (C7512); those run at depth 0.
-    constexpr bool kPipe = MT == 1 && BN <= 128;
+    // Four warpgroups (120 registers) run at depth 0: the other three fill the tensor pipe through each one's wait.
+    constexpr bool kPipe = MT == 1 && BN <= 128 && CW == 2;
     // The narrow widths: every multiple of 8 (wgmma's N granularity) at depth 0; the depth-1 kernels keep 16 and the
     // multiples of 32, as more copies of their loop make ptxas serialize their wgmmas for want of registers (C7512).
     constexpr int kWidthStep = kPipe ? 32 : 8;
@@ -559,11 +583,11 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
         // Epilogue. gate_up stages its act values column by column in shared memory (they go to permuted
         // positions), then stores each column's contiguous segment with 16-byte writes; down stores fp32 rows.
-        consumers_sync(); // the previous tile's epilogue is done with the staging tile and the column arrays
+        consumers_sync<CW>(); // the previous tile's epilogue is done with the staging tile and the column arrays
         if constexpr (!GateUp) {
             if (ctid < BN)
                 col_token[ctid] = my_pair / g.slots, col_scale[ctid] = my_weight * g.gs0[wk.e] * kPackedProductScale;
-            consumers_sync();
+            consumers_sync<CW>();
         }
 #pragma unroll
         for (int m = 0; m < MT; ++m) {
@@ -604,10 +628,10 @@ __global__ void __launch_bounds__(kThreads, 1)
             }
         }
         if constexpr (GateUp) { // copy-out: 16-byte vectors of each valid column's act segment
-            consumers_sync();
+            consumers_sync<CW>();
             const int seg0 = wk.ntile * C::out_rows;                   // first act column of this CTA
             const int vecs = min(C::out_rows, g.k64_inter - seg0) / 8; // k64_inter and seg0 are multiples of 64
-            for (int v = ctid; v < wk.rows * vecs; v += 128 * kConsumers) {
+            for (int v = ctid; v < wk.rows * vecs; v += 128 * CW) {
                 const int col = v / vecs, x = v % vecs;
                 const uint4 d = *reinterpret_cast<const uint4 *>(staging + col * C::col_bytes + 16 * x);
                 *reinterpret_cast<uint4 *>(g.act + static_cast<std::size_t>(wk.row0 + col) * g.k64_inter + seg0 +
@@ -647,32 +671,36 @@ __global__ void __launch_bounds__(256) combine_kernel(const float *out_acc, cons
 
 // ---- host -------------------------------------------------------------------------------------------------
 
-template <bool GateUp, int BN, int ST, int MT>
+template <bool GateUp, int BN, int ST, int MT, int CW>
 cudaError_t launch_gemm(const CUtensorMap &map, const CUtensorMap &map_narrow, const gemm_args &g, long long mblocks,
                         cudaStream_t stream) {
-    constexpr int smem = smem_bytes<GateUp, BN, ST, MT>();
+    constexpr int smem = smem_bytes<GateUp, BN, ST, MT, CW>();
     static_assert(smem <= 227 * 1024, "shared memory of a grouped tactic");
-    static const cudaError_t set = cudaFuncSetAttribute(grouped_gemm_kernel<GateUp, BN, ST, MT>,
+    static const cudaError_t set = cudaFuncSetAttribute(grouped_gemm_kernel<GateUp, BN, ST, MT, CW>,
                                                         cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (set != cudaSuccess) return set;
-    constexpr int per_cta = cta_shape<GateUp, BN, MT>::tiles;
+    constexpr int per_cta = cta_shape<GateUp, BN, MT, CW>::tiles;
     const long long work = mblocks * ((g.tiles + per_cta - 1) / per_cta);
     const int grid = static_cast<int>(std::max<long long>(1, std::min<long long>(current_sm_count(), work)));
-    return launch_pdl(grouped_gemm_kernel<GateUp, BN, ST, MT>, dim3(grid), dim3(kThreads), smem, 1, stream, map,
-                      map_narrow, g);
+    return launch_pdl(grouped_gemm_kernel<GateUp, BN, ST, MT, CW>, dim3(grid), dim3(cta_threads(CW)), smem, 1, stream,
+                      map, map_narrow, g);
 }
 
 template <bool GateUp>
 cudaError_t dispatch(const CUtensorMap &map, const CUtensorMap &map_narrow, const gemm_args &g, long long mblocks,
                      grouped_gemm_tactic t, cudaStream_t stream) {
-#define FP4MOE_GROUPED_CASE(BN_, ST_, MT_)                                                                             \
-    if (t.bn == BN_ && t.stages == ST_ && t.mt == MT_)                                                                 \
-        return launch_gemm<GateUp, BN_, ST_, MT_>(map, map_narrow, g, mblocks, stream);
-    FP4MOE_GROUPED_CASE(128, 5, 1)
-    FP4MOE_GROUPED_CASE(256, 4, 1)
-    FP4MOE_GROUPED_CASE(64, 6, 1)
-    FP4MOE_GROUPED_CASE(128, 4, 2)
-    FP4MOE_GROUPED_CASE(64, 6, 2)
+#define FP4MOE_GROUPED_CASE(BN_, ST_, MT_, CW_)                                                                        \
+    if (t.bn == BN_ && t.stages == ST_ && t.mt == MT_ && t.wg == CW_)                                                  \
+        return launch_gemm<GateUp, BN_, ST_, MT_, CW_>(map, map_narrow, g, mblocks, stream);
+    FP4MOE_GROUPED_CASE(128, 5, 1, 2)
+    FP4MOE_GROUPED_CASE(256, 4, 1, 2)
+    FP4MOE_GROUPED_CASE(64, 6, 1, 2)
+    FP4MOE_GROUPED_CASE(128, 4, 2, 2)
+    FP4MOE_GROUPED_CASE(64, 6, 2, 2)
+    if constexpr (GateUp) { // four warpgroups only for gate_up (down's own epilogue spills at their 112 registers)
+        FP4MOE_GROUPED_CASE(128, 6, 1, 4)
+        FP4MOE_GROUPED_CASE(128, 10, 1, 4)
+    }
 #undef FP4MOE_GROUPED_CASE
     return cudaErrorInvalidValue;
 }
@@ -680,8 +708,9 @@ cudaError_t dispatch(const CUtensorMap &map, const CUtensorMap &map_narrow, cons
 } // namespace
 
 const grouped_tactic kGroupedTactics[] = {
-    {{128, 5, 1}, {128, 5, 1}}, {{256, 4, 1}, {256, 4, 1}}, {{64, 6, 1}, {64, 6, 1}},
-    {{128, 4, 2}, {128, 4, 2}}, {{64, 6, 2}, {64, 6, 2}},   {{256, 4, 1}, {128, 4, 2}},
+    {{128, 5, 1}, {128, 5, 1}},    {{256, 4, 1}, {256, 4, 1}},     {{64, 6, 1}, {64, 6, 1}},
+    {{128, 4, 2}, {128, 4, 2}},    {{64, 6, 2}, {64, 6, 2}},       {{256, 4, 1}, {128, 4, 2}},
+    {{128, 6, 1, 4}, {128, 4, 2}}, {{128, 10, 1, 4}, {128, 4, 2}},
 };
 const int kGroupedTacticCount = static_cast<int>(std::size(kGroupedTactics));
 

@@ -28,26 +28,28 @@ constexpr int kStages = 4;
 constexpr int kConsumers = 2;
 constexpr int kThreads = 128 * (1 + kConsumers);
 constexpr int kMaxSplits = 8;
-constexpr int kParts = 3;
 constexpr int kAcc = kTokensPerCta / 2; // accumulators per consumer thread
 constexpr int kStageBytes = kTokensPerCta * 128;
 constexpr int kSmemBytes = 1024 /* alignment slack */ + kStages * kStageBytes + 2 * kStages * 8;
 static_assert(kStages * kStageBytes >= 128 * kConsumers * kAcc * 4, "split K's partial logits reuse the ring");
 
-// (a, b) -> three bf16x2 parts (low half a), each the rounding of what the previous parts left: exact together.
-__device__ __forceinline__ void split3(float2 v, std::uint32_t (&p)[kParts]) {
+// (a, b) -> KP bf16x2 parts (low half a), each the rounding of what the previous parts left: exact together for
+// KP = 3, and for KP = 1 where a and b are bf16 values.
+template <int KP>
+__device__ __forceinline__ void split(float2 v, std::uint32_t (&p)[KP]) {
 #pragma unroll
-    for (int i = 0; i < kParts; ++i) {
+    for (int i = 0; i < KP; ++i) {
         const __nv_bfloat162 b = __floats2bfloat162_rn(v.x, v.y);
         p[i] = *reinterpret_cast<const std::uint32_t *>(&b);
-        if (i + 1 < kParts)
+        if (i + 1 < KP)
             v.x = __fsub_rn(v.x, __uint_as_float(p[i] << 16)),
             v.y = __fsub_rn(v.y, __uint_as_float(p[i] & 0xFFFF0000u));
     }
 }
 
-// One CTA: experts [e0, e0 + 128) x tokens [t0, t0 + 128) over rank r's K range of its cluster of KS CTAs.
-template <int KS>
+// One CTA: experts [e0, e0 + 128) x tokens [t0, t0 + 128) over rank r's K range of its cluster of KS CTAs, the
+// router in KP bf16 parts.
+template <int KS, int KP>
 __global__ void __launch_bounds__(kThreads, 1)
     router_logits_wgmma_kernel(const __grid_constant__ CUtensorMap x_map, const float *__restrict__ router, int tokens,
                                int hidden, int experts, int kchunk, float *__restrict__ logits) {
@@ -116,22 +118,22 @@ __global__ void __launch_bounds__(kThreads, 1)
                 }
         };
         if (steps > 0) load(kb);
-        // One K step: split step s's router values into fragment buffer B, wait for its x chunk, issue 3 x 4 wgmma.
+        // One K step: split step s's router values into fragment buffer B, wait for its x chunk, issue KP x 4 wgmma.
         // Pipelined (depth 1): the previous step's wgmma, which read the other buffer, may still run while this
         // step splits; once this step's are issued, wait for the previous step's and release its chunk. As in the
         // grouped GEMM, whole pairs of steps run with no early exit and an odd last step runs unpipelined: ptxas
         // serializes every wgmma (C7513) where a wgmma could still be in flight at a loop exit.
-        std::uint32_t a[2][kParts][4][4];
+        std::uint32_t a[2][KP][4][4];
         ring_cursor<kStages> rc;
         auto kstep = [&]<int B, bool Pipelined>(const int s) {
 #pragma unroll
             for (int q = 0; q < 4; ++q)
 #pragma unroll
                 for (int j = 0; j < 4; ++j) {
-                    std::uint32_t p[kParts];
-                    split3(rv[q][j], p);
+                    std::uint32_t p[KP];
+                    split<KP>(rv[q][j], p);
 #pragma unroll
-                    for (int i = 0; i < kParts; ++i) a[B][i][q][j] = p[i];
+                    for (int i = 0; i < KP; ++i) a[B][i][q][j] = p[i];
                 }
             if (s + 1 < steps) load(kb + 64 * (s + 1));
             mbar_wait(&full[rc.stage], rc.phase);
@@ -140,7 +142,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
             for (int q = 0; q < 4; ++q)
 #pragma unroll
-                for (int i = 0; i < kParts; ++i)
+                for (int i = 0; i < KP; ++i)
                     wgmma::mma_rs<kTokensPerCta>(acc, a[B][i][q], desc + 2 * q, s > 0 || q > 0 || i > 0);
             wgmma::commit();
             rc.template release<Pipelined>(empty, lane);
@@ -207,7 +209,7 @@ int router_logits_wgmma_splits(int tokens, int hidden, int experts) {
 }
 
 cudaError_t router_logits_wgmma(const std::uint16_t *x, const float *router, int tokens, int hidden, int experts,
-                                float *logits, cudaStream_t stream) {
+                                float *logits, bool router_bf16, cudaStream_t stream) {
     if (tokens <= 0 || hidden <= 0 || experts <= 0 || x == nullptr || router == nullptr || logits == nullptr ||
         ceil_div(tokens, kTokensPerCta) > 65535 || ceil_div(experts, kExpertsPerCta) > 65535)
         return cudaErrorInvalidValue;
@@ -216,23 +218,26 @@ cudaError_t router_logits_wgmma(const std::uint16_t *x, const float *router, int
     const int ks = router_logits_wgmma_splits(tokens, hidden, experts);
     const int kchunk = ceil_div(ceil_div(hidden, ks), 64) * 64;
     const dim3 grid(ks, ceil_div(experts, kExpertsPerCta), ceil_div(tokens, kTokensPerCta));
-    auto launch = [&]<int KS>() {
-        static const cudaError_t set = cudaFuncSetAttribute(router_logits_wgmma_kernel<KS>,
+    auto launch = [&]<int KS, int KP>() {
+        static const cudaError_t set = cudaFuncSetAttribute(router_logits_wgmma_kernel<KS, KP>,
                                                             cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
         if (set != cudaSuccess) return set;
-        return launch_pdl(router_logits_wgmma_kernel<KS>, grid, dim3(kThreads), kSmemBytes, KS, stream, map, router,
+        return launch_pdl(router_logits_wgmma_kernel<KS, KP>, grid, dim3(kThreads), kSmemBytes, KS, stream, map, router,
                           tokens, hidden, experts, kchunk, logits);
     };
-    switch (ks) {
-    case 1:
-        return launch.template operator()<1>();
-    case 2:
-        return launch.template operator()<2>();
-    case 4:
-        return launch.template operator()<4>();
-    default:
-        return launch.template operator()<8>();
-    }
+    auto by_splits = [&]<int KP>() {
+        switch (ks) {
+        case 1:
+            return launch.template operator()<1, KP>();
+        case 2:
+            return launch.template operator()<2, KP>();
+        case 4:
+            return launch.template operator()<4, KP>();
+        default:
+            return launch.template operator()<8, KP>();
+        }
+    };
+    return router_bf16 ? by_splits.template operator()<1>() : by_splits.template operator()<3>();
 }
 
 } // namespace fp4moe::cuda
