@@ -219,6 +219,26 @@ TEST(MmaPack, GroupedTokenLayoutFeedsTheFragmentsInOrder) {
     }
 }
 
+// A gate_up CTA of 96 act features (three warpgroups) stages them by half chunk and stores 8-byte units: each
+// feature must land where the 64-feature CTAs put it, (f / 64) 64 + grouped_k_position(f % 64), and the staging
+// slots of a CTA must be distinct.
+TEST(MmaPack, HalfChunkUnitsPlaceEveryFeatureWhereDownReadsIt) {
+    namespace cu = fp4moe::cuda;
+    for (int first = 0; first < 8 * 96; first += 96) {
+        std::vector<int> staged(96, 0);
+        for (int fl = 0; fl < 96; ++fl) {
+            const int f = first + fl, s = cu::grouped_half_chunk_staging(fl, f);
+            ASSERT_TRUE(s >= 0 && s < 96) << "feature " << f;
+            ++staged[s];
+            const int lh = s / 32, j = (s % 32) / 4, e = s % 4;
+            EXPECT_EQ(cu::grouped_half_chunk_slot(first / 32 + lh, j) + e,
+                      (f / 64) * 64 + cu::grouped_k_position(f % 64))
+                << "feature " << f << " of the CTA starting at " << first;
+        }
+        for (int s = 0; s < 96; ++s) EXPECT_EQ(staged[s], 1) << "staging slot " << s << " of the CTA at " << first;
+    }
+}
+
 TEST(MmaPack, ZeroAndNegativeScales) {
     std::vector<std::uint8_t> packed(16 * 8, 0x22), scales(16, 0x38); // codes 2 (1.0) everywhere
     scales[0] = 0x00;                                                 // row 0: zero scale -> codes cleared

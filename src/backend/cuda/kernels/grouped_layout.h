@@ -23,4 +23,20 @@ FP4MOE_HD int grouped_vector_source_pair(int i, int w) {
     return 8 * w + i;
 }
 
+/// Element offset, in an act row of whole permuted chunks, of unit j (0..7) of half chunk h: act features
+/// 32 h .. 32 h + 31 (k = 0..31 or 32..63 of chunk h / 2) sit at positions 16 q + 8 u + 2 t + c with t < 2 or
+/// t >= 2, i.e. in the first or the last 8 bytes of each of the chunk's eight 16-byte vectors; unit j is those
+/// 8 bytes of vector j. A gate_up CTA of three warpgroups writes 96 features, three half chunks: it stores 8-byte
+/// units where a CTA of 64 or 128 features stores whole vectors.
+FP4MOE_HD int grouped_half_chunk_slot(int h, int j) {
+    return 64 * (h / 2) + 8 * j + 4 * (h % 2);
+}
+
+/// Where such a CTA stages act feature f, its local feature fl = f - (its first feature, a multiple of 32): half
+/// chunk fl / 32 is 32 elements, unit j of it elements 4 j .. 4 j + 3, in the order the copy-out stores them.
+FP4MOE_HD int grouped_half_chunk_staging(int fl, int f) {
+    const int p = grouped_k_position(f % 64);
+    return 32 * (fl / 32) + 4 * (p / 8) + p % 4;
+}
+
 } // namespace fp4moe::cuda

@@ -12,16 +12,16 @@
 //             k16 slice q takes k = 16 t + 4 q + 2 u + c), so that one 128-byte TMA row serves all four slices.
 //   gate_up   persistent: a producer warp claims work items from a counter (rows zeroes it) and streams 64-wide
 //             K chunks of BN token rows by TMA into a shared ring;
-//             two consumer warpgroups (or four at mt = 1) each own 64 mt weight rows (4 mt 16-row tiles), load
+//             two consumer warpgroups (or three or four at mt = 1) each own 64 mt weight rows (4 mt 16-row tiles), load
 //             packed weights into registers, dequantize, and issue wgmma m64 x BN x k16 (an expert's last, partly
 //             filled block: the narrowest N, a multiple of 8 (16 or 32 where depth-1 pipelined) up to BN, that
 //             covers it); SiLU(gate) * up in the epilogue, staged in shared memory and written as bf16 act rows in
 //             the same permuted K order (down's B operand).
 //   down      the same kernel over H rows with K = I; the epilogue applies the global scale and the router
 //             weight and adds each (token, slot) row to the token's fp32 sum (red.global.add.v4.f32 into a
-//             [T, H] buffer the gather zeroed): the combine fused into down. The order in which a token's slots
-//             are added varies from run to run, so outputs may differ by an fp32 rounding (after bf16 rounding,
-//             rarely one bf16 ulp); cuda.decode's fused combine is deterministic.
+//             [T, H] buffer gate_up's idle producer warps zeroed): the combine fused into down. The order in which a
+//             token's slots are added varies from run to run, so outputs may differ by an fp32 rounding (after bf16
+//             rounding, rarely one bf16 ulp); cuda.decode's fused combine is deterministic.
 //   combine   each token's fp32 sum -> the bf16 output; a token that routing refused (first id -1) gets NaN.
 // Host-includable: only cuda_runtime_api.h types; bf16 tensors are uint16 bit patterns.
 #pragma once
@@ -34,14 +34,14 @@
 
 namespace fp4moe::cuda {
 
-/// One GEMM's variant: `bn` token rows per tile (the wgmma N: 64, 128 or 256), `stages` K chunks in the shared
-/// ring, `mt` m64 blocks of weight rows per consumer warpgroup and `wg` consumer warpgroups (a CTA owns 64 mt wg
-/// weight rows: more rows share each token tile, halving its shared-memory and L2 traffic per MAC at 256).
+/// One GEMM's variant: `bn` token rows per tile (the wgmma N: 64, 128, 192 or 256), `stages` K chunks in the
+/// shared ring, `mt` m64 blocks of weight rows per consumer warpgroup and `wg` consumer warpgroups (a CTA owns
+/// 64 mt wg weight rows: more rows share each token tile, halving its shared-memory and L2 traffic per MAC at 256).
 struct grouped_gemm_tactic {
     int bn = 128;
     int stages = 4;
     int mt = 1;
-    int wg = 2; // consumer warpgroups per CTA: 2, or 4 (then at mt = 1, 64 weight rows each)
+    int wg = 2; // consumer warpgroups per CTA: 2, or 3 or 4 (then at mt = 1, 64 weight rows each)
     friend bool operator==(const grouped_gemm_tactic &, const grouped_gemm_tactic &) = default;
 };
 /// A variant of the layer: gate_up's and down's GEMMs may differ (measured: gate_up, K = hidden, is fastest with

@@ -33,10 +33,14 @@ using namespace sm90;
 
 constexpr int kMaxExperts = 1024;
 // A CTA has a producer warpgroup and CW consumer warpgroups: 2 after the producer (warps 0..3; its three idle
-// warps store down's output tiles), or 4 before it (warps 16..19, gate_up only; wgmma needs warpgroup-aligned
+// warps store down's output tiles), or 3 or 4 before it (warps 4 CW .. 4 CW + 3; wgmma needs warpgroup-aligned
 // warps). Four warpgroups of 64 weight rows (mt = 1) keep the 256 weight rows per token tile of two with mt = 2 and
 // hide each one's depth-0 wait for its wgmma behind the other three; they have 112 registers each
-// (glm-4.5-air T = 1024: 1037 -> 913 us; NOTES.md, thirteenth session).
+// (glm-4.5-air T = 1024: 1037 -> 913 us; NOTES.md, thirteenth session). Three warpgroups have 160 registers, enough
+// for bn = 192: an expert of up to 192 rows is one item whose weights are read and dequantized once, where at
+// bn = 128 its full and its partial block each read and dequantize all of them (ncu at deepseek-v3 T = 4096: the
+// partial blocks ran at half the full ones' rate, their weights from HBM again). bn = 256 does not fit: ptxas checks
+// each wgmma against the launch bound's 128 registers of a 512-thread CTA, and m64n256 needs more (C7602).
 __host__ __device__ constexpr int cta_threads(int cw) {
     return 128 * (cw + 1);
 }
@@ -46,13 +50,13 @@ __host__ __device__ constexpr int producer_regs(int cw) {
     return cw == 2 ? 40 : 32;
 }
 __host__ __device__ constexpr int consumer_regs(int cw) {
-    return cw == 2 ? 232 : 112;
+    return cw == 2 ? 232 : cw == 3 ? 160 : 112;
 }
 constexpr bool regs_fit(int cw) {
     return 128 * producer_regs(cw) + 128 * cw * consumer_regs(cw) <=
            cta_threads(cw) * (65536 / cta_threads(cw) / 8 * 8);
 }
-static_assert(regs_fit(2) && regs_fit(4), "setmaxnreg beyond the CTA's registers");
+static_assert(regs_fit(2) && regs_fit(3) && regs_fit(4), "setmaxnreg beyond the CTA's registers");
 constexpr int kChunkBytesPerRow = 128;       // one 64-wide K chunk of bf16
 constexpr int kBoxRows = 32;                 // token rows per TMA box of B for a partly filled block
 constexpr int kPrefixInts = kMaxExperts + 4; // the m-block prefix, padded to keep what follows 16-byte aligned
@@ -62,7 +66,7 @@ __host__ __device__ constexpr std::size_t align256(std::size_t n) {
 }
 
 // Workspace regions, from the same upper bounds on host and device. out_acc is the fp32 [T, H] sum of each
-// token's weighted slot rows, zeroed by the gather and added to by down's epilogue.
+// token's weighted slot rows, zeroed by gate_up's idle producer warps and added to by down's epilogue.
 struct layout {
     std::size_t rowbase, sched, pair_of_row, row_of_pair, xp, act, out_acc, total;
     int rows, k64_hidden, k64_inter;
@@ -125,7 +129,6 @@ struct gather_args {
     bool masked;
     std::uint16_t *xp;
     std::int32_t *pair_of_row, *row_of_pair;
-    float *out_acc;
 };
 
 // One thread per row in use: its (token, slot) pair, both ways. A pair the plan does not list keeps a stale
@@ -161,8 +164,7 @@ constexpr int kGatherVecs = 4;  // 16-byte vectors per lane per warp: a warp cop
 // re-read x from HBM once per slot when x is larger than L2; slices keep small batches' warps numerous).
 // Vector i of a 64-wide chunk (positions 8 i .. 8 i + 7: slice q = i / 2, half u = i % 2) holds the chunk's
 // words (bf16 pairs) 8 t + i for t = 0..3 (k = 16 t + 4 q + 2 u + c, mma_pack.h): eight consecutive lanes read
-// 32 contiguous bytes per t, and the stores are contiguous. K past H reads zeros. The warp also zeroes the same
-// slice of the token's out_acc row, which down adds to.
+// 32 contiguous bytes per t, and the stores are contiguous. K past H reads zeros.
 __global__ void __launch_bounds__(32 * kGatherWarps) gather_kernel(gather_args a, int slices) {
     wait_for_previous_kernel();
     allow_next_kernel();
@@ -185,12 +187,6 @@ __global__ void __launch_bounds__(32 * kGatherWarps) gather_kernel(gather_args a
             q[k] = i < vecs && pw < words ? src[pw] : 0u;
         }
         v[u] = make_uint4(q[0], q[1], q[2], q[3]);
-    }
-    {
-        const int h0 = static_cast<int>(w % slices) * 32 * kGatherVecs * 8; // 8 bf16 per vector
-        float4 *__restrict__ acc = reinterpret_cast<float4 *>(a.out_acc + static_cast<std::size_t>(t) * a.hidden + h0);
-        const int n4 = min(32 * kGatherVecs * 8, a.hidden - h0) / 4; // hidden % 16 == 0
-        for (int j = lane; j < n4; j += 32) acc[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
     for (int s0 = 0; s0 < a.slots; s0 += 32) { // one round of 32 slots for every model we know
         int row = -1; // lane l: the row of pair (t, s0 + l), or -1 when the plan does not list it
@@ -225,7 +221,8 @@ struct gemm_args {
     // down: each row's weighted output is added to its token's out_acc row
     const std::int32_t *pair_of_row;
     const float *topk_weights;
-    float *out_acc;
+    float *out_acc; // gate_up: zeroed (acc_floats of it), down: added to
+    long long acc_floats;
     int hidden, slots;
 };
 
@@ -266,6 +263,14 @@ struct cta_shape {
     static constexpr int stage_bytes = BN * kChunkBytesPerRow;
     static_assert(BN % kBoxRows == 0, "a stage is whole narrow boxes");
     static constexpr int epi_stride = 16 * tiles + 4; // down's output tile: floats per column
+    // Whole 64-wide act chunks per CTA, or (three warpgroups: 96 features) half chunks stored in 8-byte units.
+    static constexpr bool half_chunks = GateUp && out_rows % 64 != 0;
+    static_assert(out_rows % 32 == 0, "a gate_up CTA writes whole half chunks");
+    // n-tiles (CTAs' worth of weight rows) per m-block. gate_up's cover K64 of act, which down reads whole: a CTA
+    // past the last weight tile writes zeros there (96-feature CTAs leave a half chunk past inter otherwise).
+    __host__ __device__ static constexpr int ntiles(int weight_tiles, int k64_inter) {
+        return GateUp ? (k64_inter + out_rows - 1) / out_rows : (weight_tiles + tiles - 1) / tiles;
+    }
 };
 // Work items reach the CTA's warps through a small ring (ids, and a full and an empty barrier per slot) filled by
 // the producer thread, which claims them from a global counter: dynamic scheduling, because items differ in cost
@@ -359,7 +364,7 @@ __global__ void __launch_bounds__(cta_threads(CW), 1)
         }
     }
     __syncthreads();
-    const int ntiles = (g.tiles + C::tiles - 1) / C::tiles;
+    const int ntiles = C::ntiles(g.tiles, g.k64_inter);
     const int total = mprefix[g.num_experts] * ntiles;
     int islot = 0, iphase = 0;
     auto next_item = [&]() { // a reader warp's next work item; total once there are none
@@ -415,6 +420,19 @@ __global__ void __launch_bounds__(cta_threads(CW), 1)
                 return;
             }
         }
+        if constexpr (GateUp) {
+            // gate_up's three idle producer warps zero down's fp32 sums (T x H: 117 MB at deepseek-v3 T = 4096)
+            // under this compute-bound GEMM rather than in the memory-bound gather; down adds to them only once
+            // this grid has completed (its wait_for_previous_kernel).
+            if (const int pwarp = warp - kProducerWarp; pwarp > 0) {
+                auto *acc = reinterpret_cast<float4 *>(g.out_acc);
+                const long long n4 = g.acc_floats / 4; // hidden % 16 == 0
+                for (long long i = static_cast<long long>(blockIdx.x) * 96 + 32 * (pwarp - 1) + lane; i < n4;
+                     i += static_cast<long long>(gridDim.x) * 96)
+                    acc[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                return;
+            }
+        }
         if (warp != kProducerWarp || lane != 0) return;
         int stage = 0, phase = 0;
         for (int w = static_cast<int>(blockIdx.x);;) { // the first item is the CTA's own; the rest are claimed
@@ -462,7 +480,8 @@ __global__ void __launch_bounds__(cta_threads(CW), 1)
     // Depth-1 wgmma pipelining needs two fragment buffers: with two m64 blocks per warpgroup (mt = 2) the
     // registers spill (bn = 64, with the narrow-width loop copies) or do not fit (bn = 128), and with bn = 256
     // ptxas serializes every wgmma for want of registers (C7512); those run at depth 0.
-    // Four warpgroups (120 registers) run at depth 0: the other three fill the tensor pipe through each one's wait.
+    // Three or four warpgroups (160 or 112 registers) run at depth 0: the others fill the tensor pipe through each
+    // one's wait.
     constexpr bool kPipe = MT == 1 && BN <= 128 && CW == 2;
     // The narrow widths: every multiple of 8 (wgmma's N granularity) at depth 0; the depth-1 kernels keep 16 and the
     // multiples of 32, as more copies of their loop make ptxas serialize their wgmmas for want of registers (C7512).
@@ -596,7 +615,8 @@ __global__ void __launch_bounds__(cta_threads(CW), 1)
                 // rows g8 (gate) and g8 + 8 (up) of feature 8 tile + g8, at its position in the permuted K order.
                 // A warp past the last tile writes zeros: down reads all of K64, and 0 x NaN would be NaN.
                 const int f = 8 * tile[m] + g8, fl = 8 * lt + g8, fc = fl % 64;
-                const int pos = (fl / 64) * 64 + grouped_k_position(fc);
+                const int pos =
+                    C::half_chunks ? grouped_half_chunk_staging(fl, f) : (fl / 64) * 64 + grouped_k_position(fc);
                 const float sg = g.gs0[wk.e] * kPackedProductScale, su = g.gs1[wk.e] * kPackedProductScale;
 #pragma unroll
                 for (int j = 0; j < BN / 8; ++j)
@@ -627,7 +647,17 @@ __global__ void __launch_bounds__(cta_threads(CW), 1)
                     }
             }
         }
-        if constexpr (GateUp) { // copy-out: 16-byte vectors of each valid column's act segment
+        if constexpr (GateUp && C::half_chunks) { // copy-out: 8-byte units of each valid column's half chunks
+            consumers_sync<CW>();
+            const int h0 = wk.ntile * C::out_rows / 32;                         // first half chunk of this CTA
+            const int units = 8 * min(C::out_rows / 32, g.k64_inter / 32 - h0); // units of K64 it holds
+            for (int v = ctid; v < wk.rows * units; v += 128 * CW) {
+                const int col = v / units, u = v % units;
+                const uint2 d = *reinterpret_cast<const uint2 *>(staging + col * C::col_bytes + 8 * u);
+                *reinterpret_cast<uint2 *>(g.act + static_cast<std::size_t>(wk.row0 + col) * g.k64_inter +
+                                           grouped_half_chunk_slot(h0 + u / 8, u % 8)) = d;
+            }
+        } else if constexpr (GateUp) { // copy-out: 16-byte vectors of each valid column's act segment
             consumers_sync<CW>();
             const int seg0 = wk.ntile * C::out_rows;                   // first act column of this CTA
             const int vecs = min(C::out_rows, g.k64_inter - seg0) / 8; // k64_inter and seg0 are multiples of 64
@@ -679,8 +709,7 @@ cudaError_t launch_gemm(const CUtensorMap &map, const CUtensorMap &map_narrow, c
     static const cudaError_t set = cudaFuncSetAttribute(grouped_gemm_kernel<GateUp, BN, ST, MT, CW>,
                                                         cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (set != cudaSuccess) return set;
-    constexpr int per_cta = cta_shape<GateUp, BN, MT, CW>::tiles;
-    const long long work = mblocks * ((g.tiles + per_cta - 1) / per_cta);
+    const long long work = mblocks * cta_shape<GateUp, BN, MT, CW>::ntiles(g.tiles, g.k64_inter);
     const int grid = static_cast<int>(std::max<long long>(1, std::min<long long>(current_sm_count(), work)));
     return launch_pdl(grouped_gemm_kernel<GateUp, BN, ST, MT, CW>, dim3(grid), dim3(cta_threads(CW)), smem, 1, stream,
                       map, map_narrow, g);
@@ -697,9 +726,13 @@ cudaError_t dispatch(const CUtensorMap &map, const CUtensorMap &map_narrow, cons
     FP4MOE_GROUPED_CASE(64, 6, 1, 2)
     FP4MOE_GROUPED_CASE(128, 4, 2, 2)
     FP4MOE_GROUPED_CASE(64, 6, 2, 2)
-    if constexpr (GateUp) { // four warpgroups only for gate_up (down's own epilogue spills at their 112 registers)
+    // Three or four warpgroups only for gate_up: down's own epilogue spills at four's 112 registers, and down at
+    // bn = 160 or 192 with three (its hand-off beside 4 or 3 ring stages) was 1-2 % slower than its 256 weight rows
+    // at deepseek-v3 T = 4096 (NOTES.md, fourteenth session).
+    if constexpr (GateUp) {
         FP4MOE_GROUPED_CASE(128, 6, 1, 4)
         FP4MOE_GROUPED_CASE(128, 10, 1, 4)
+        FP4MOE_GROUPED_CASE(192, 6, 1, 3)
     }
 #undef FP4MOE_GROUPED_CASE
     return cudaErrorInvalidValue;
@@ -710,7 +743,7 @@ cudaError_t dispatch(const CUtensorMap &map, const CUtensorMap &map_narrow, cons
 const grouped_tactic kGroupedTactics[] = {
     {{128, 5, 1}, {128, 5, 1}},    {{256, 4, 1}, {256, 4, 1}},     {{64, 6, 1}, {64, 6, 1}},
     {{128, 4, 2}, {128, 4, 2}},    {{64, 6, 2}, {64, 6, 2}},       {{256, 4, 1}, {128, 4, 2}},
-    {{128, 6, 1, 4}, {128, 4, 2}}, {{128, 10, 1, 4}, {128, 4, 2}},
+    {{128, 6, 1, 4}, {128, 4, 2}}, {{128, 10, 1, 4}, {128, 4, 2}}, {{192, 6, 1, 3}, {128, 4, 2}},
 };
 const int kGroupedTacticCount = static_cast<int>(std::size(kGroupedTactics));
 
@@ -751,7 +784,7 @@ cudaError_t moe_grouped_run(const decode_weights &w, const decode_batch &b, grou
     ga.x = b.x, ga.rowbase = rowbase, ga.perm = b.perm, ga.masked_pairs = b.masked_pairs;
     ga.num_experts = b.num_experts, ga.slots = b.slots, ga.max_tokens = b.max_tokens, ga.tokens = b.tokens;
     ga.hidden = b.hidden, ga.k64 = l.k64_hidden, ga.masked = b.masked, ga.xp = xp;
-    ga.pair_of_row = pair_of_row, ga.row_of_pair = row_of_pair, ga.out_acc = out_acc;
+    ga.pair_of_row = pair_of_row, ga.row_of_pair = row_of_pair;
     if (auto e = launch_pdl(pairs_kernel, dim3(static_cast<unsigned>((rows + 255) / 256)), dim3(256), 0, 1, stream, ga);
         e != cudaSuccess)
         return e;
@@ -771,6 +804,7 @@ cudaError_t moe_grouped_run(const decode_weights &w, const decode_batch &b, grou
     g.act = act, g.k64_inter = l.k64_inter, g.inter = b.inter;
     g.pair_of_row = pair_of_row, g.topk_weights = b.topk_weights, g.hidden = b.hidden;
     g.out_acc = out_acc, g.slots = b.slots;
+    g.acc_floats = static_cast<long long>(b.tokens) * b.hidden; // zeroed by gate_up
 
     g.wq = w.gate_up_q, g.ws = w.gate_up_s, g.tiles = w.tiles_gu, g.ksteps = w.ksteps_gu;
     g.gs0 = w.gs_gate, g.gs1 = w.gs_up, g.sched = sched;
@@ -778,7 +812,7 @@ cudaError_t moe_grouped_run(const decode_weights &w, const decode_batch &b, grou
         return e;
 
     g.wq = w.down_q, g.ws = w.down_s, g.tiles = w.tiles_down, g.ksteps = w.ksteps_down;
-    g.gs0 = w.gs_down, g.gs1 = nullptr, g.sched = sched + 1;
+    g.gs0 = w.gs_down, g.gs1 = nullptr, g.sched = sched + 1, g.acc_floats = 0;
     if (auto e = dispatch<false>(map_act, map_act_narrow, g, mblocks(t.down), t.down, stream); e != cudaSuccess)
         return e;
 
