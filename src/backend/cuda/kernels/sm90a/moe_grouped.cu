@@ -37,11 +37,12 @@ constexpr int kMaxExperts = 1024;
 // warps store down's output tiles), or 3 or 4 before it (warps 4 CW .. 4 CW + 3; wgmma needs warpgroup-aligned
 // warps). Four warpgroups of 64 weight rows (mt = 1) keep the 256 weight rows per token tile of two with mt = 2 and
 // hide each one's depth-0 wait for its wgmma behind the other three; they have 112 registers each
-// (glm-4.5-air T = 1024: 1037 -> 913 us; NOTES.md, thirteenth session). Three warpgroups have 160 registers, enough
-// for bn = 192: an expert of up to 192 rows is one item whose weights are read and dequantized once, where at
-// bn = 128 its full and its partial block each read and dequantize all of them (ncu at deepseek-v3 T = 4096: the
-// partial blocks ran at half the full ones' rate, their weights from HBM again). bn = 256 does not fit: ptxas checks
-// each wgmma against the launch bound's 128 registers of a 512-thread CTA, and m64n256 needs more (C7602).
+// (glm-4.5-air T = 1024: 1037 -> 913 us; NOTES.md, thirteenth session). Three warpgroups fit bn = 192 (ptxas
+// compiles a 512-thread CTA against its launch bound's 128 registers: 16 bytes of spills; setmaxnreg gives the
+// consumers 160 at run time): an expert of up to 192 rows is one item whose weights are read and dequantized once,
+// where at bn = 128 its full and its partial block each read and dequantize all of them (ncu at deepseek-v3
+// T = 4096: the partial blocks ran at half the full ones' rate, their weights from HBM again; NOTES.md, fourteenth
+// session). bn = 256 does not fit: m64n256 needs more than those 128 registers (C7602).
 __host__ __device__ constexpr int cta_threads(int cw) {
     return 128 * (cw + 1);
 }
