@@ -63,16 +63,6 @@ __device__ __forceinline__ void tma_load_2d(void *dst, const CUtensorMap *map, s
 __device__ __forceinline__ void mbar_arrive(std::uint64_t *bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(ptx::smem_addr(bar)) : "memory");
 }
-/// 16 bytes global -> shared, bypassing L1; `bytes` = 0 writes zeros (src is not read).
-__device__ __forceinline__ void cp_async_16(void *dst, const void *src, int bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(ptx::smem_addr(dst)), "l"(src), "r"(bytes)
-                 : "memory");
-}
-/// One arrival on `bar` once every cp.async this thread issued before has landed (counted in the barrier's
-/// expected arrivals: .noinc).
-__device__ __forceinline__ void cp_async_arrive_noinc(std::uint64_t *bar) {
-    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(ptx::smem_addr(bar)) : "memory");
-}
 template <int Regs>
 __device__ __forceinline__ void set_max_regs_inc() {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(Regs));
