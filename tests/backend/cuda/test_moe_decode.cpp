@@ -18,6 +18,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -60,6 +61,25 @@ moe_desc deepseek_like() {
 
 std::uint32_t fresh_seed() {
     return std::random_device{}();
+}
+
+// Whether routing x through L picks the same experts when every logit moves by up to 1e-5 (logits are of order
+// one): the device computes the logits in another summation order (and from T = 65 on tensor cores), so where a
+// selection hinges on an ulp of a logit a correct device may pick the other expert. Seen once in ~10^3 layers
+// (deepseek_like, T = 300, seed 2360729653: 1e-7 of noise flips it in half of the trials); tests that compare
+// the device's own routing with the CPU's draw their inputs until this holds.
+bool routing_is_stable(const moe_layer &L, const std::vector<bf16_t> &x, std::int64_t T, const moe_plan &p) {
+    std::vector<float> logits(T * L.d.experts);
+    cpu::router_logits(L.d, x.data(), T, L.router.data(), logits.data());
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> noise(-1e-5f, 1e-5f);
+    for (int trial = 0; trial < 8; ++trial) { // a tie flips in about half of the trials: 8 miss one in ~250
+        std::vector<float> moved = logits;
+        for (auto &v : moved) v += noise(rng);
+        moe_plan q(L.d, T);
+        if (!moe_route(L.d, moved, L.w.correction_bias, T, q).ok() || q.topk_ids != p.topk_ids) return false;
+    }
+    return true;
 }
 
 // Runs cuda.decode on a host plan with poisoned output and workspace; returns the output as floats.
@@ -232,15 +252,23 @@ void check_layer(cuda::gpu_runner kind) {
             for (std::int64_t T : {1, 7, 64, 300}) {
                 moe_desc d = rule == 0 ? qwen3_like() : rule == 1 ? glm_like() : deepseek_like();
                 d.layout = layout;
-                const std::uint32_t seed = fresh_seed();
+                const bool bf16_router = T == 300 && rule == 1;
+                std::uint32_t seed = 0;
+                std::unique_ptr<moe_layer> L;
+                std::vector<bf16_t> x;
+                moe_plan p;
+                for (int draw = 0; draw < 16; ++draw) { // inputs whose routing has no near tie
+                    seed = fresh_seed();
+                    L = random_layer(d, seed);
+                    if (bf16_router)
+                        for (auto &v : L->router) v = bf16_to_float(float_to_bf16(v));
+                    x = random_x(T, d.hidden, seed + 1);
+                    p = route(*L, x, T);
+                    if (routing_is_stable(*L, x, T, p)) break;
+                }
                 SCOPED_TRACE(::testing::Message() << cuda::make_gpu_runner(kind)->name() << " " << d.to_string()
                                                   << " T=" << T << " seed=" << seed);
-                auto L = random_layer(d, seed);
-                const bool bf16_router = T == 300 && rule == 1;
-                if (bf16_router)
-                    for (auto &v : L->router) v = bf16_to_float(float_to_bf16(v));
-                auto x = random_x(T, d.hidden, seed + 1);
-                moe_plan p = route(*L, x, T);
+                ASSERT_TRUE(routing_is_stable(*L, x, T, p)) << "16 draws of inputs all had a near tie in routing";
                 auto oracle = cpu::make_ref_runner(true);
                 const auto ref = run_poisoned(*oracle, *L, p, x, {0, "fp64"});
                 auto w = cuda::gpu_moe_weights::upload(d, L->w);
