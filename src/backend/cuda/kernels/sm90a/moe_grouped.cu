@@ -435,7 +435,20 @@ __global__ void __launch_bounds__(cta_threads(CW), 1)
             else
                 self.template operator()<W == 16 && kPipe ? 32 : W + kWidthStep>(self);
         };
-        by_width.template operator()<kPipe ? 16 : 8>(by_width);
+        // A warpgroup whose weight rows all lie past the expert's last tile only passes the ring's stages on (its
+        // epilogue writes zeros or nothing, but down's columns still need its threads' router weights): gate_up's
+        // last n-tile of three warpgroups, where deepseek-v3's 256 tiles make 21 1/3 CTAs of 12, had two of three
+        // warpgroups multiplying zero weights.
+        if (wk.ntile * C::tiles + c * MT * 4 >= g.tiles) {
+            if constexpr (!GateUp && !kHandOff)
+                if (my_pair >= 0) my_weight = g.topk_weights[my_pair];
+            for (int s = 0; s < g.ksteps; ++s) {
+                mbar_wait(&full[rc.stage], rc.phase);
+                rc.template release<false>(empty, lane);
+            }
+        } else {
+            by_width.template operator()<kPipe ? 16 : 8>(by_width);
+        }
 #pragma unroll
         for (int m = 0; m < MT; ++m) wgmma::fence_operands(acc[m]);
 
