@@ -567,6 +567,7 @@ cudaError_t dispatch(const CUtensorMap &map, const CUtensorMap &map_narrow, cons
     FP4MOE_GROUPED_CASE(256, 4, 1, 2)
     FP4MOE_GROUPED_CASE(64, 6, 1, 2)
     FP4MOE_GROUPED_CASE(128, 4, 2, 2)
+    FP4MOE_GROUPED_CASE(128, 5, 2, 2)
     FP4MOE_GROUPED_CASE(64, 6, 2, 2)
     // Three or four warpgroups only for gate_up: down's own epilogue spills at four's 112 registers, and down at
     // bn = 160 or 192 with three (its hand-off beside 4 or 3 ring stages) was 1-2 % slower than its 256 weight rows
@@ -575,6 +576,7 @@ cudaError_t dispatch(const CUtensorMap &map, const CUtensorMap &map_narrow, cons
         FP4MOE_GROUPED_CASE(128, 6, 1, 4)
         FP4MOE_GROUPED_CASE(128, 10, 1, 4)
         FP4MOE_GROUPED_CASE(192, 6, 1, 3)
+        FP4MOE_GROUPED_CASE(192, 7, 1, 3)
     }
 #undef FP4MOE_GROUPED_CASE
     return cudaErrorInvalidValue;
@@ -583,9 +585,21 @@ cudaError_t dispatch(const CUtensorMap &map, const CUtensorMap &map_narrow, cons
 } // namespace
 
 const grouped_tactic kGroupedTactics[] = {
-    {{128, 5, 1}, {128, 5, 1}},    {{256, 4, 1}, {256, 4, 1}},     {{64, 6, 1}, {64, 6, 1}},
-    {{128, 4, 2}, {128, 4, 2}},    {{64, 6, 2}, {64, 6, 2}},       {{256, 4, 1}, {128, 4, 2}},
-    {{128, 6, 1, 4}, {128, 4, 2}}, {{128, 10, 1, 4}, {128, 4, 2}}, {{192, 6, 1, 3}, {128, 4, 2}},
+    {{128, 5, 1}, {128, 5, 1}},
+    {{256, 4, 1}, {256, 4, 1}},
+    {{64, 6, 1}, {64, 6, 1}},
+    {{128, 4, 2}, {128, 4, 2}},
+    {{64, 6, 2}, {64, 6, 2}},
+    {{256, 4, 1}, {128, 4, 2}},
+    {{128, 6, 1, 4}, {128, 4, 2}},
+    {{128, 10, 1, 4}, {128, 4, 2}},
+    {{192, 6, 1, 3}, {128, 4, 2}},
+    // A seventh ring stage for gate_up at three warpgroups, a fifth for down (216 KB with its hand-off tile): within
+    // the noise at deepseek-v3 T = 4096 in same-call runs, `auto` picks them at glm-4.5-air T = 4096 and at T = 16384
+    // (NOTES.md, sixteenth session).
+    {{192, 7, 1, 3}, {128, 4, 2}},
+    {{192, 6, 1, 3}, {128, 5, 2}},
+    {{192, 7, 1, 3}, {128, 5, 2}},
 };
 const int kGroupedTacticCount = static_cast<int>(std::size(kGroupedTactics));
 
