@@ -18,8 +18,12 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <memory>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace fp4moe::test {
@@ -242,14 +246,52 @@ TEST(GroupedRunner, RefusesBadTacticAndMissingWeights) {
     EXPECT_NE(st.message().find("no tactic 99"), std::string::npos) << st.message();
 }
 
+// Tactic ids the layer test runs: tactic 0 eagerly, then tactic 4 as two graph replays.
+std::vector<std::pair<int, bool>> layer_passes(cuda::gpu_runner kind) {
+    const int tactics = cuda::gpu_tactic_count(kind);
+    return {{0, false}, {4 % tactics, true}, {4 % tactics, true}};
+}
+
+// Runs the layer forward with tactic `id` eagerly or as a captured graph, on poisoned output and workspace.
+void run_layer(const moe_desc &d, const cuda::gpu_moe_weights &w, cuda::gpu_runner kind, int id, bool graph,
+               const void *x, void *out, std::int64_t T, std::int64_t cap, void *ws, cudaStream_t s) {
+    FP4MOE_CUDA_CHECK(cudaMemset(out, kPoison, 2 * T * d.hidden));
+    FP4MOE_CUDA_CHECK(cudaMemset(ws, 0xFF, cuda::gpu_moe_forward_workspace(d, cap)));
+    const auto *xb = static_cast<const bf16_t *>(x);
+    auto *ob = static_cast<bf16_t *>(out);
+    if (!graph) {
+        const status st = cuda::gpu_moe_forward(d, w, xb, ob, T, cap, ws, {kind, id}, s);
+        ASSERT_TRUE(st.ok()) << st.to_string();
+    } else {
+        cudaGraph_t g;
+        cudaGraphExec_t ge;
+        FP4MOE_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+        const status st = cuda::gpu_moe_forward(d, w, xb, ob, T, cap, ws, {kind, id}, s);
+        FP4MOE_CUDA_CHECK(cudaStreamEndCapture(s, &g));
+        ASSERT_TRUE(st.ok()) << st.to_string();
+        FP4MOE_CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
+        FP4MOE_CUDA_CHECK(cudaGraphLaunch(ge, s));
+        FP4MOE_CUDA_CHECK(cudaGraphExecDestroy(ge));
+        FP4MOE_CUDA_CHECK(cudaGraphDestroy(g));
+    }
+    FP4MOE_CUDA_CHECK(cudaStreamSynchronize(s));
+}
+
+std::vector<float> download_floats(const void *dev, std::size_t n) {
+    std::vector<bf16_t> out(n);
+    FP4MOE_CUDA_CHECK(cudaMemcpy(out.data(), dev, 2 * n, cudaMemcpyDeviceToHost));
+    std::vector<float> got(n);
+    for (std::size_t i = 0; i < n; ++i) got[i] = bf16_to_float(out[i]);
+    return got;
+}
+
 // The whole layer on the device, routing included, against routing + cpu.ref on the CPU; then as a graph. T = 300
 // takes the tensor-core router (wgmma on sm_90), with a bf16 router (the checkpoints' dtype: one bf16 part per
 // weight) for the second rule and an fp32 one (three parts) for the others.
 void check_layer(cuda::gpu_runner kind) {
-    const int tactics = cuda::gpu_tactic_count(kind);
     for (int rule = 0; rule < 3; ++rule)
         for (auto layout : {moe_layout::permuted, moe_layout::masked})
-            for (std::int64_t T : {1, 7, 64, 300}) {
+            for (std::int64_t T : {1, 3, 7, 64, 300}) {
                 moe_desc d = rule == 0 ? qwen3_like() : rule == 1 ? glm_like() : deepseek_like();
                 d.layout = layout;
                 const bool bf16_router = T == 300 && rule == 1;
@@ -279,36 +321,16 @@ void check_layer(cuda::gpu_runner kind) {
                 FP4MOE_CUDA_CHECK(cudaMemcpy(dx.p, x.data(), 2 * x.size(), cudaMemcpyHostToDevice));
                 cudaStream_t s;
                 FP4MOE_CUDA_CHECK(cudaStreamCreate(&s));
-                for (int pass = 0; pass < 3; ++pass) { // 0: eager; 1, 2: graph replays
-                    FP4MOE_CUDA_CHECK(cudaMemset(dout.p, kPoison, 2 * T * d.hidden));
-                    FP4MOE_CUDA_CHECK(cudaMemset(ws.p, 0xFF, cuda::gpu_moe_forward_workspace(d, cap)));
-                    if (pass == 0) {
-                        const status st = cuda::gpu_moe_forward(d, *w.value(), dx.as<bf16_t>(), dout.as<bf16_t>(), T,
-                                                                cap, ws.p, {kind, 0}, s);
-                        ASSERT_TRUE(st.ok()) << st.to_string();
-                    } else {
-                        cudaGraph_t g;
-                        cudaGraphExec_t ge;
-                        FP4MOE_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-                        const status st = cuda::gpu_moe_forward(d, *w.value(), dx.as<bf16_t>(), dout.as<bf16_t>(), T,
-                                                                cap, ws.p, {kind, 4 % tactics}, s);
-                        FP4MOE_CUDA_CHECK(cudaStreamEndCapture(s, &g));
-                        ASSERT_TRUE(st.ok()) << st.to_string();
-                        FP4MOE_CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
-                        FP4MOE_CUDA_CHECK(cudaGraphLaunch(ge, s));
-                        FP4MOE_CUDA_CHECK(cudaGraphExecDestroy(ge));
-                        FP4MOE_CUDA_CHECK(cudaGraphDestroy(g));
-                    }
-                    FP4MOE_CUDA_CHECK(cudaStreamSynchronize(s));
+                for (const auto &[id, graph] : layer_passes(kind)) {
+                    const std::string pass =
+                        cuda::gpu_tactic_name({kind, id}) + (graph ? " (graph replay)" : " (eager)");
+                    run_layer(d, *w.value(), kind, id, graph, dx.p, dout.p, T, cap, ws.p, s);
                     auto counts = cuda::gpu_moe_counts(d, cap, ws.p, s);
                     ASSERT_TRUE(counts.ok());
-                    EXPECT_EQ(counts.value(), p.counts) << "device routing chose other experts (pass " << pass << ")";
-                    std::vector<bf16_t> out(T * d.hidden);
-                    FP4MOE_CUDA_CHECK(cudaMemcpy(out.data(), dout.p, 2 * out.size(), cudaMemcpyDeviceToHost));
-                    std::vector<float> got(out.size());
-                    for (std::size_t i = 0; i < out.size(); ++i) got[i] = bf16_to_float(out[i]);
-                    EXPECT_EQ(first_non_finite(got), -1) << "pass " << pass;
-                    EXPECT_LT(normalized_error(got, ref), kTol) << "pass " << pass;
+                    EXPECT_EQ(counts.value(), p.counts) << "device routing chose other experts: " << pass;
+                    const auto got = download_floats(dout.p, T * d.hidden);
+                    EXPECT_EQ(first_non_finite(got), -1) << pass;
+                    EXPECT_LT(normalized_error(got, ref), kTol) << pass;
                 }
                 FP4MOE_CUDA_CHECK(cudaStreamDestroy(s));
             }
@@ -317,6 +339,71 @@ void check_layer(cuda::gpu_runner kind) {
 TEST(DecodeLayer, DeviceRoutingAndGraphReplayMatchOracle) {
     SKIP_WITHOUT_GPU();
     check_layer(cuda::gpu_runner::decode);
+}
+
+// A token whose logits are not finite (an inf in its x) gets NaN outputs and no expert; the other tokens of the
+// batch are unaffected: they match cpu.ref on the batch without it, and the counts are theirs. Every decode tactic
+// at T = 1 and 3 (the fused top-k + plan kernel), each rule.
+TEST(DecodeLayer, NonFiniteTokenGetsNaNOutputs) {
+    SKIP_WITHOUT_GPU();
+    for (int rule = 0; rule < 3; ++rule)
+        for (std::int64_t T : {1, 3}) {
+            const moe_desc d = desc_of_rule(rule);
+            const std::int64_t bad = T / 2;
+            std::uint32_t seed = 0;
+            std::unique_ptr<moe_layer> L;
+            std::vector<bf16_t> x, rest; // rest: the batch without the bad token
+            moe_plan p;
+            for (int draw = 0; draw < 16; ++draw) { // inputs whose routing has no near tie
+                seed = fresh_seed();
+                L = random_layer(d, seed);
+                x = random_x(T, d.hidden, seed + 1);
+                x[bad * d.hidden + 5] = float_to_bf16(INFINITY);
+                rest.clear();
+                for (std::int64_t t = 0; t < T; ++t)
+                    if (t != bad) rest.insert(rest.end(), x.begin() + t * d.hidden, x.begin() + (t + 1) * d.hidden);
+                if (T == 1) break;
+                p = route(*L, rest, T - 1);
+                if (routing_is_stable(*L, rest, T - 1, p)) break;
+            }
+            SCOPED_TRACE(::testing::Message() << d.to_string() << " T=" << T << " seed=" << seed);
+            std::vector<float> ref;
+            std::vector<std::int32_t> counts(d.total_experts(), 0);
+            if (T > 1) {
+                ASSERT_TRUE(routing_is_stable(*L, rest, T - 1, p)) << "16 draws of inputs all had a near tie";
+                auto oracle = cpu::make_ref_runner(true);
+                ref = run_poisoned(*oracle, *L, p, rest, {0, "fp64"});
+                counts = p.counts;
+            }
+            auto w = cuda::gpu_moe_weights::upload(d, L->w);
+            ASSERT_TRUE(w.ok()) << w.get_status().to_string();
+            const std::int64_t cap = 64;
+            dev_mem dx(2 * T * d.hidden), dout(2 * T * d.hidden), ws(cuda::gpu_moe_forward_workspace(d, cap));
+            FP4MOE_CUDA_CHECK(cudaMemcpy(dx.p, x.data(), 2 * x.size(), cudaMemcpyHostToDevice));
+            cudaStream_t s;
+            FP4MOE_CUDA_CHECK(cudaStreamCreate(&s));
+            for (int id = 0; id < cuda::gpu_tactic_count(cuda::gpu_runner::decode); ++id) {
+                const std::string name = cuda::gpu_tactic_name({cuda::gpu_runner::decode, id});
+                run_layer(d, *w.value(), cuda::gpu_runner::decode, id, false, dx.p, dout.p, T, cap, ws.p, s);
+                const auto got = download_floats(dout.p, T * d.hidden);
+                std::vector<float> good;
+                for (std::int64_t t = 0; t < T; ++t) {
+                    const auto row = got.begin() + t * d.hidden;
+                    if (t == bad)
+                        EXPECT_TRUE(std::all_of(row, row + d.hidden, [](float v) { return std::isnan(v); })) << name;
+                    else
+                        good.insert(good.end(), row, row + d.hidden);
+                }
+                if (T > 1) {
+                    EXPECT_EQ(first_non_finite(good), -1) << name;
+                    EXPECT_LT(normalized_error(good, ref), kTol) << name;
+                }
+                auto c = cuda::gpu_moe_counts(d, cap, ws.p, s);
+                ASSERT_TRUE(c.ok());
+                EXPECT_EQ(c.value(), counts) << name;
+            }
+            FP4MOE_CUDA_CHECK(cudaStreamDestroy(s));
+        }
 }
 
 TEST(GroupedLayer, DeviceRoutingAndGraphReplayMatchOracle) {

@@ -142,8 +142,9 @@ __host__ __device__ constexpr int ring_smem_bytes(int u, int stages, int mt) {
 // S > 0: lane 0 of each warp keeps S stages of U ksteps in flight with bulk copies into shared memory.
 // MT > 1 (bulk ring only): each warp multiplies MT consecutive 16-row weight tiles with the same B fragments
 // (one B load and one chunk's bookkeeping per MT tiles' steps; MT independent dequant streams).
-template <bool GateUp, int NT, int KS, int U, int S, int MT>
-__global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(const gemm_args g) {
+// MB: CTAs per SM the compiler must fit (registers capped at 65536 / (128 MB)); 1 leaves it to the compiler.
+template <bool GateUp, int NT, int KS, int U, int S, int MT, int MB>
+__global__ void __launch_bounds__(kWarps * 32, MB) moe_gemm_kernel(const gemm_args g) {
     static_assert(MT == 1 || S > 0, "several tiles per warp need the bulk-copy ring");
     // Programmatic dependent launch. gate_up lets down launch only once it has waited for routing: down's CTAs
     // may then read the plan (and, with the bulk ring, issue their first weight copies) while gate_up's last
@@ -442,38 +443,42 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(const gemm_args g
     }
 }
 
-template <bool GateUp, int NT, int KS, int U, int S, int MT>
+template <bool GateUp, int NT, int KS, int U, int S, int MT, int MB>
 cudaError_t launch_gemm(const gemm_args &g, int max_groups, cudaStream_t stream) {
     constexpr int per_cta = kWarps / KS * MT; // weight tiles per CTA
     const dim3 grid((g.tiles + per_cta - 1) / per_cta, max_groups);
     constexpr int smem = ring_smem_bytes(U, S, MT);
     if constexpr (smem > 48 * 1024) { // once per instance: not a stream operation, fine during capture
-        static const cudaError_t set = cudaFuncSetAttribute(moe_gemm_kernel<GateUp, NT, KS, U, S, MT>,
+        static const cudaError_t set = cudaFuncSetAttribute(moe_gemm_kernel<GateUp, NT, KS, U, S, MT, MB>,
                                                             cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         if (set != cudaSuccess) return set;
     }
-    return launch_pdl(moe_gemm_kernel<GateUp, NT, KS, U, S, MT>, grid, dim3(kWarps * 32), smem, 1, stream, g);
+    return launch_pdl(moe_gemm_kernel<GateUp, NT, KS, U, S, MT, MB>, grid, dim3(kWarps * 32), smem, 1, stream, g);
 }
 
 } // namespace
 
 // The tactic table: (nt, ksplit, ksteps per load group, bulk-copy stages or 0 for the register ring[, ksplit
-// of the down GEMM]).
+// of the down GEMM[, weight tiles per warp[, CTAs per SM]]]). The last rows are the T = 1 favourites of the H200
+// sweep held to 6 CTAs per SM (glm-4.5-air's gate_up at T = 1 is 792 CTAs: one wave at 6, 1.2 at 5).
 const decode_tactic kDecodeTactics[] = {
-    {1, 2, 2, 4},       {1, 1, 2, 4},      {1, 4, 2, 4}, {1, 2, 2, 8},    {2, 1, 2, 4},    {2, 2, 2, 4},
-    {4, 1, 2, 4},       {4, 2, 2, 4},      {1, 2, 4, 2}, {1, 1, 4, 2},    {1, 4, 4, 2},    {1, 2, 4, 4},
-    {2, 2, 4, 2},       {1, 2, 4, 0},      {1, 4, 4, 0}, {1, 2, 4, 2, 1}, {1, 1, 4, 2, 2}, {1, 4, 4, 2, 1},
-    {1, 4, 4, 2, 2},    {1, 2, 2, 4, 1},   {1, 1, 8, 2}, {1, 2, 8, 2},    {1, 2, 8, 2, 1}, {1, 1, 8, 3},
-    {1, 1, 4, 2, 0, 2}, {1, 2, 4, 2, 1, 2}};
+    {1, 2, 2, 4},       {1, 1, 2, 4},          {1, 4, 2, 4},          {1, 2, 2, 8},          {2, 1, 2, 4},
+    {2, 2, 2, 4},       {4, 1, 2, 4},          {4, 2, 2, 4},          {1, 2, 4, 2},          {1, 1, 4, 2},
+    {1, 4, 4, 2},       {1, 2, 4, 4},          {2, 2, 4, 2},          {1, 2, 4, 0},          {1, 4, 4, 0},
+    {1, 2, 4, 2, 1},    {1, 1, 4, 2, 2},       {1, 4, 4, 2, 1},       {1, 4, 4, 2, 2},       {1, 2, 2, 4, 1},
+    {1, 1, 8, 2},       {1, 2, 8, 2},          {1, 2, 8, 2, 1},       {1, 1, 8, 3},          {1, 1, 4, 2, 0, 2},
+    {1, 2, 4, 2, 1, 2}, {1, 2, 4, 2, 1, 1, 6}, {1, 4, 4, 2, 2, 1, 6}, {1, 4, 4, 2, 1, 1, 6}, {1, 1, 4, 2, 0, 1, 6}};
 const int kDecodeTacticCount = static_cast<int>(std::size(kDecodeTactics));
 
 namespace {
 
 template <bool GateUp>
 cudaError_t dispatch(const gemm_args &g, int max_groups, decode_tactic t, cudaStream_t stream) {
-#define FP4MOE_DECODE_CASE_MT(NT_, KS_, U_, S_, MT_)                                                                   \
-    if (t.nt == NT_ && t.ksplit == KS_ && t.inflight == U_ && t.stages == S_ && t.mt == MT_)                           \
-        return launch_gemm<GateUp, NT_, KS_, U_, S_, MT_>(g, max_groups, stream);
+#define FP4MOE_DECODE_CASE_OCC(NT_, KS_, U_, S_, MT_, MB_)                                                             \
+    if (t.nt == NT_ && t.ksplit == KS_ && t.inflight == U_ && t.stages == S_ && t.mt == MT_ &&                         \
+        std::max(1, t.min_ctas) == MB_)                                                                                \
+        return launch_gemm<GateUp, NT_, KS_, U_, S_, MT_, MB_>(g, max_groups, stream);
+#define FP4MOE_DECODE_CASE_MT(NT_, KS_, U_, S_, MT_) FP4MOE_DECODE_CASE_OCC(NT_, KS_, U_, S_, MT_, 1)
 #define FP4MOE_DECODE_CASE(NT_, KS_, U_, S_) FP4MOE_DECODE_CASE_MT(NT_, KS_, U_, S_, 1)
     FP4MOE_DECODE_CASE(1, 2, 2, 4)
     FP4MOE_DECODE_CASE(1, 1, 2, 4)
@@ -495,6 +500,10 @@ cudaError_t dispatch(const gemm_args &g, int max_groups, decode_tactic t, cudaSt
     FP4MOE_DECODE_CASE(1, 1, 8, 3)
     FP4MOE_DECODE_CASE_MT(1, 1, 4, 2, 2)
     FP4MOE_DECODE_CASE_MT(1, 2, 4, 2, 2)
+    FP4MOE_DECODE_CASE_OCC(1, 2, 4, 2, 1, 6)
+    FP4MOE_DECODE_CASE_OCC(1, 4, 4, 2, 1, 6)
+    FP4MOE_DECODE_CASE_OCC(1, 1, 4, 2, 1, 6)
+#undef FP4MOE_DECODE_CASE_OCC
 #undef FP4MOE_DECODE_CASE_MT
 #undef FP4MOE_DECODE_CASE
     return cudaErrorInvalidValue;
@@ -522,10 +531,15 @@ cudaError_t moe_decode_run(const decode_weights &w, const decode_batch &b, decod
     auto *act = reinterpret_cast<std::uint16_t *>(base + l.act);
     float *partial = reinterpret_cast<float *>(base + l.partial);
 
-    // Bounds for this batch (not the capacity): smaller grids at small T.
+    // Bounds for this batch (not the capacity): smaller grids at small T. An expert with c pairs makes
+    // ceil(c / m) <= 1 + (c - 1) / m groups of m = 8 nt rows, so B busy experts make at most B + (pairs - B) / m,
+    // which grows with B <= min(pairs, experts) (at T = 1: exactly the k + S groups, no grid row left idle).
+    // The 6-CTA tactics use that tight bound (one wave at T = 1); the others keep the looser one they were tuned
+    // with (the tight one measured the same for them in the H200 A/B of s18 call 6).
     const long long pairs = static_cast<long long>(b.tokens) * b.slots;
     const long long busy = std::min<long long>(pairs, b.num_experts);
-    const int max_groups = static_cast<int>(busy + (pairs + 8LL * t.nt - 1) / (8LL * t.nt));
+    const int max_groups = static_cast<int>(t.min_ctas > 1 ? busy + (pairs - busy) / (8LL * t.nt)
+                                                           : busy + (pairs + 8LL * t.nt - 1) / (8LL * t.nt));
 
     gemm_args g{};
     g.counts = b.counts, g.offsets = b.offsets, g.perm = b.perm, g.masked_pairs = b.masked_pairs;

@@ -67,7 +67,8 @@ struct decode_tactic {
     int inflight = 4;
     int stages = 0;
     int down_ksplit = 0;
-    int mt = 1; ///< 16-row weight tiles per warp (bulk ring only), sharing the B fragments
+    int mt = 1;       ///< 16-row weight tiles per warp (bulk ring only), sharing the B fragments
+    int min_ctas = 0; ///< > 1: registers capped so this many CTAs fit on an SM (a grid of one wave at T = 1)
 };
 
 /// Whether `w` and `b` describe a batch the CUDA runners accept: positive sizes, H and I multiples of 16, fewer

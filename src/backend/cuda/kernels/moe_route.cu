@@ -96,10 +96,12 @@ __device__ __forceinline__ void sigmoid_score(float v, float bias, const unsigne
 // [E], writes ids and weights [k + S] to id_out / w_out and, if not null, the ids to s_ids too. Lane l holds
 // experts l, l + 32, ...; kPerLane = ceil(E / 32) rounded up to a power of 2.
 // scores_ready (sigmoid only): score[] and select[] already hold this token's scores (computed by the whole CTA).
+// finite_known (with scores_ready): 1 / 0 = whether all the token's logits are finite, found while scoring, so the
+// logits are not read again (one L2 round trip less on the routing chain); -1: read and check them here.
 template <int kPerLane>
 __device__ __forceinline__ void route_token(const float *row, const float *bias, int t, const route_rule &rule,
                                             const route_scratch &sc, std::int32_t *id_out, float *w_out, int *s_ids,
-                                            int *bad_token, bool scores_ready = false) {
+                                            int *bad_token, bool scores_ready = false, int finite_known = -1) {
     constexpr unsigned kFull = 0xFFFFFFFFu;
     const float kInf = __uint_as_float(0x7F800000u);
     const int lane = threadIdx.x % 32;
@@ -108,12 +110,13 @@ __device__ __forceinline__ void route_token(const float *row, const float *bias,
 
     // The lane's logits go to score[] (its own entries: no sync needed to read them back); the score loops run
     // over experts without unrolling, so expf and the divisions are inlined once and the code stays small.
-    bool finite = true;
+    const bool known = scores_ready && finite_known >= 0;
+    bool finite = !known || finite_known == 1;
     unsigned mk = 0; // the max logit as a key: one redux instead of a shuffle butterfly
 #pragma unroll
     for (int i = 0; i < kPerLane; ++i) {
         const int e = i * 32 + lane;
-        if (e < n_exp) {
+        if (!known && e < n_exp) {
             const float v = __ldcg(row + e);
             if (!scores_ready) score[e] = v;
             finite = finite && isfinite(v);
@@ -310,7 +313,9 @@ __global__ void __launch_bounds__(kFusedThreads, 1)
     float *s_bias = reinterpret_cast<float *>(s_wsum + 32);          // [E]
     int *s_route = reinterpret_cast<int *>(s_bias + rule.experts);   // [route_warps][scratch words]
     __shared__ unsigned long long s_exp2[32];
+    __shared__ int s_bad[32]; // scores_ready: token t has a non-finite logit
     // Before the wait: nothing here depends on the previous kernel (the bias and the table are constants).
+    if (tid < 32) s_bad[tid] = 0;
     for (int e = tid; e < ne; e += kFusedThreads) s_mask[e] = 0ull;
     if (rule.correction_bias)
         for (int e = tid; e < rule.experts; e += kFusedThreads) s_bias[e] = __ldg(bias + e);
@@ -326,8 +331,9 @@ __global__ void __launch_bounds__(kFusedThreads, 1)
         for (int i = tid; i < tokens * rule.experts; i += kFusedThreads) {
             const int t = i / rule.experts, e = i - t * rule.experts;
             float *base = reinterpret_cast<float *>(s_route + t * words);
-            sigmoid_score(__ldcg(logits + i), rule.correction_bias ? s_bias[e] : 0.0f, s_exp2, base[e],
-                          base[rule.experts + e]);
+            const float v = __ldcg(logits + i);
+            if (!isfinite(v)) s_bad[t] = 1;
+            sigmoid_score(v, rule.correction_bias ? s_bias[e] : 0.0f, s_exp2, base[e], base[rule.experts + e]);
         }
         __syncthreads();
     }
@@ -342,7 +348,7 @@ __global__ void __launch_bounds__(kFusedThreads, 1)
         for (int t = warp; t < tokens; t += route_warps) {
             const std::size_t p0 = static_cast<std::size_t>(t) * slots;
             route_token<kPerLane>(logits + static_cast<std::size_t>(t) * rule.experts, s_bias, t, rule, sc, ids + p0,
-                                  weights + p0, s_ids + p0, bad_token, scores_ready);
+                                  weights + p0, s_ids + p0, bad_token, scores_ready, scores_ready ? 1 - s_bad[t] : -1);
             __syncwarp();
         }
     }
