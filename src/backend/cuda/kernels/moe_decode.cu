@@ -535,12 +535,9 @@ cudaError_t moe_decode_run(const decode_weights &w, const decode_batch &b, decod
     // Bounds for this batch (not the capacity): smaller grids at small T. An expert with c pairs makes
     // ceil(c / m) <= 1 + (c - 1) / m groups of m = 8 nt rows, so B busy experts make at most B + (pairs - B) / m,
     // which grows with B <= min(pairs, experts) (at T = 1: exactly the k + S groups, no grid row left idle).
-    // The 6-CTA tactics use that tight bound (one wave at T = 1); the others keep the looser one they were tuned
-    // with (the tight one measured the same for them in the H200 A/B of s18 call 6).
     const long long pairs = static_cast<long long>(b.tokens) * b.slots;
     const long long busy = std::min<long long>(pairs, b.num_experts);
-    const int max_groups = static_cast<int>(t.min_ctas > 1 ? busy + (pairs - busy) / (8LL * t.nt)
-                                                           : busy + (pairs + 8LL * t.nt - 1) / (8LL * t.nt));
+    const int max_groups = static_cast<int>(busy + (pairs - busy) / (8LL * t.nt));
 
     gemm_args g{};
     g.counts = b.counts, g.offsets = b.offsets, g.perm = b.perm, g.masked_pairs = b.masked_pairs;

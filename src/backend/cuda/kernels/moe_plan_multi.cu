@@ -42,13 +42,21 @@ __global__ void __launch_bounds__(kScanThreads)
     int *cnt = smem, *off = smem + num_experts; // [num_experts], [num_experts + 1]
     allow_next_kernel();
     wait_for_previous_kernel();
+    // An expert's chunk counts are read kBatch at a time, all loads issued before the first sum: read one by one,
+    // each waited for the last (the stores between them), 18 L2 round trips at deepseek-v3 T = 4096 (ncu: 8.9 us).
+    constexpr int kBatch = 16;
     for (int e = threadIdx.x; e < num_experts; e += blockDim.x) {
         int run = 0;
-        for (int b = 0; b < chunks; ++b) {
-            std::int32_t &c = chunk_counts[static_cast<std::size_t>(b) * num_experts + e];
-            const int n = c;
-            c = run;
-            run += n;
+        for (int b0 = 0; b0 < chunks; b0 += kBatch) {
+            int n[kBatch];
+#pragma unroll
+            for (int j = 0; j < kBatch; ++j)
+                n[j] = b0 + j < chunks ? chunk_counts[static_cast<std::size_t>(b0 + j) * num_experts + e] : 0;
+#pragma unroll
+            for (int j = 0; j < kBatch; ++j) {
+                if (b0 + j < chunks) chunk_counts[static_cast<std::size_t>(b0 + j) * num_experts + e] = run;
+                run += n[j];
+            }
         }
         cnt[e] = run;
         counts[e] = run;

@@ -96,7 +96,7 @@ __device__ __forceinline__ void sigmoid_score(float v, float bias, const unsigne
 // [E], writes ids and weights [k + S] to id_out / w_out and, if not null, the ids to s_ids too. Lane l holds
 // experts l, l + 32, ...; kPerLane = ceil(E / 32) rounded up to a power of 2.
 // scores_ready (sigmoid only): score[] and select[] already hold this token's scores (computed by the whole CTA).
-// finite_known (with scores_ready): 1 / 0 = whether all the token's logits are finite, found while scoring, so the
+// finite_known (only with scores_ready): 1 / 0 = whether all the token's logits are finite, found while scoring, so the
 // logits are not read again (one L2 round trip less on the routing chain); -1: read and check them here.
 template <int kPerLane>
 __device__ __forceinline__ void route_token(const float *row, const float *bias, int t, const route_rule &rule,
@@ -110,7 +110,7 @@ __device__ __forceinline__ void route_token(const float *row, const float *bias,
 
     // The lane's logits go to score[] (its own entries: no sync needed to read them back); the score loops run
     // over experts without unrolling, so expf and the divisions are inlined once and the code stays small.
-    const bool known = scores_ready && finite_known >= 0;
+    const bool known = finite_known >= 0;
     bool finite = !known || finite_known == 1;
     unsigned mk = 0; // the max logit as a key: one redux instead of a shuffle butterfly
 #pragma unroll
