@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -237,6 +238,35 @@ TEST(MmaPack, HalfChunkUnitsPlaceEveryFeatureWhereDownReadsIt) {
         }
         for (int s = 0; s < 96; ++s) EXPECT_EQ(staged[s], 1) << "staging slot " << s << " of the CTA at " << first;
     }
+}
+
+// gate_up split in two launches (grouped_tactic::tail): the wide launch's blocks and the tail launch's block cover
+// each of an expert's rows exactly once, every block within its launch's bn and not empty; and the unsplit launch
+// does the same alone.
+TEST(MmaPack, TailAndWideLaunchesCoverEveryRowOnce) {
+    namespace cu = fp4moe::cuda;
+    for (int split_bn : {64, 128, 192, 256})
+        for (int tail_rows : {16, 32, 64})
+            for (int c = 0; c <= 3 * split_bn + 1; ++c) {
+                std::vector<int> seen(c, 0);
+                auto cover = [&](int part, int bn) {
+                    const cu::grouped_split s{part, split_bn, tail_rows};
+                    for (int m = 0; m < cu::grouped_blocks(s, c, bn); ++m) {
+                        int row0 = -1, rows = -1;
+                        cu::grouped_block_rows(s, c, bn, m, row0, rows);
+                        ASSERT_TRUE(rows > 0 && rows <= bn && row0 >= 0 && row0 + rows <= c)
+                            << "part " << part << " c " << c << " block " << m << ": rows " << row0 << " + " << rows;
+                        for (int r = row0; r < row0 + rows; ++r) ++seen[r];
+                    }
+                };
+                SCOPED_TRACE(::testing::Message() << "split_bn " << split_bn << " tail_rows " << tail_rows);
+                cover(cu::grouped_part_wide, split_bn);
+                cover(cu::grouped_part_tail, tail_rows);
+                for (int r = 0; r < c; ++r) ASSERT_EQ(seen[r], 1) << "row " << r << " of an expert of " << c;
+                std::fill(seen.begin(), seen.end(), 0);
+                cover(cu::grouped_part_all, split_bn);
+                for (int r = 0; r < c; ++r) ASSERT_EQ(seen[r], 1) << "unsplit: row " << r << " of " << c;
+            }
 }
 
 TEST(MmaPack, ZeroAndNegativeScales) {

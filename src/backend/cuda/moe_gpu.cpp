@@ -165,8 +165,11 @@ std::string gpu_tactic_name(gpu_tactic t) {
             return name;
         };
         const grouped_tactic &k = kGroupedTactics[t.id];
-        return k.gate_up == k.down ? gemm_name(k.gate_up)
-                                   : fmt::format("gate_up {}, down {}", gemm_name(k.gate_up), gemm_name(k.down));
+        std::string name = k.gate_up == k.down
+                               ? gemm_name(k.gate_up)
+                               : fmt::format("gate_up {}, down {}", gemm_name(k.gate_up), gemm_name(k.down));
+        if (k.tail.bn) name += fmt::format(", tails <= {} rows {}", k.tail.bn, gemm_name(k.tail));
+        return name;
     }
     const decode_tactic &k = kDecodeTactics[t.id];
     std::string name = k.stages ? fmt::format("nt={} ksplit={} bulk {}x{} ksteps", k.nt, k.ksplit, k.stages, k.inflight)

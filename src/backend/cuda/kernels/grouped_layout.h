@@ -1,6 +1,6 @@
-// The K order of cuda.grouped's token tiles (wgmma's B operand), and how its gather and gate_up's epilogue produce
-// it, as inline functions for the device and the host, so the CPU tests check them against mma_pack's lane order
-// (tests/quant/test_mma_pack.cpp).
+// The K order of cuda.grouped's token tiles (wgmma's B operand), how its gather and gate_up's epilogue produce it,
+// and which token blocks each GEMM launch multiplies, as inline functions for the device and the host, so the CPU tests
+// check them against mma_pack's lane order (tests/quant/test_mma_pack.cpp).
 //
 // A packed weight word q of lane 4 g + t holds k = 16 t + 4 q + 2 u + c at mma-k 8 u + 2 t + c of k16 slice q
 // (mma_pack.h). wgmma reads slice q of a token row from positions 16 q .. 16 q + 15 of its 64-wide K chunk, in
@@ -37,6 +37,33 @@ FP4MOE_HD int grouped_half_chunk_slot(int h, int j) {
 FP4MOE_HD int grouped_half_chunk_staging(int fl, int f) {
     const int p = grouped_k_position(f % 64);
     return 32 * (fl / 32) + 4 * (p / 8) + p % 4;
+}
+
+/// Which of an expert's token blocks one gate_up or down launch multiplies: all of them (blocks of the launch's bn
+/// rows), or, where gate_up's narrow tails run in a launch of their own (grouped_tactic::tail), the blocks of
+/// split_bn rows but a last, partly filled one of at most tail_rows rows (wide), or only that one (tail).
+enum grouped_part { grouped_part_all, grouped_part_wide, grouped_part_tail };
+
+struct grouped_split {
+    int part;      ///< grouped_part
+    int split_bn;  ///< the wide launch's bn: an expert's tail is its count mod split_bn rows
+    int tail_rows; ///< the tail launch's bn: tails of at most this many rows are its own
+};
+
+/// Token blocks of an expert of c rows that a launch of bn-row blocks multiplies.
+FP4MOE_HD int grouped_blocks(const grouped_split &s, int c, int bn) {
+    if (s.part == grouped_part_all) return (c + bn - 1) / bn;
+    const int r = c % s.split_bn;
+    return s.part == grouped_part_wide ? c / s.split_bn + (r > s.tail_rows) : (r > 0 && r <= s.tail_rows);
+}
+
+/// First row (relative to the expert's first) and row count of block m of such an expert.
+FP4MOE_HD void grouped_block_rows(const grouped_split &s, int c, int bn, int m, int &row0, int &rows) {
+    if (s.part == grouped_part_tail) {
+        rows = c % s.split_bn, row0 = c - rows;
+    } else {
+        row0 = m * bn, rows = c - row0 < bn ? c - row0 : bn;
+    }
 }
 
 } // namespace fp4moe::cuda

@@ -14,12 +14,12 @@ namespace {
 using namespace ptx;
 
 // rowbase[e] = sum of counts[0 .. e): each expert's first row in the compact order (rowbase[NE] = rows in use).
-// Also zeroes the GEMMs' two work-item counters (every kernel after this one waits for it to complete).
+// Also zeroes the GEMMs' work-item counters (every kernel after this one waits for it to complete).
 __global__ void __launch_bounds__(1024)
     rows_kernel(const std::int32_t *counts, int num_experts, std::int32_t *rowbase, int *sched) {
     wait_for_previous_kernel();
     allow_next_kernel();
-    if (threadIdx.x < 2) sched[threadIdx.x] = 0;
+    if (threadIdx.x < kGroupedCounters) sched[threadIdx.x] = 0;
     __shared__ int warp_sums[32];
     const int i = threadIdx.x, lane = i % 32, warp = i / 32;
     const int c = i < num_experts ? counts[i] : 0;
@@ -170,7 +170,7 @@ grouped_layout make_grouped_layout(int hidden, int inter, int num_experts, int s
     l.k64_hidden = (hidden + 63) / 64 * 64, l.k64_inter = (inter + 63) / 64 * 64;
     std::size_t off = 0;
     l.rowbase = off, off += align256(4 * static_cast<std::size_t>(num_experts + 1));
-    l.sched = off, off += align256(4 * 2); // gate_up's and down's work-item counters
+    l.sched = off, off += align256(4 * kGroupedCounters);
     l.pair_of_row = off, off += align256(4 * static_cast<std::size_t>(l.rows));
     l.row_of_pair = off, off += align256(4 * static_cast<std::size_t>(l.rows));
     l.xp = off, off += align256(2 * static_cast<std::size_t>(l.rows) * l.k64_hidden);

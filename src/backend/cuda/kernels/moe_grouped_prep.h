@@ -12,6 +12,9 @@
 
 namespace fp4moe::cuda {
 
+/// Work-item counters of the GEMM launches (gate_up, down, gate_up's narrow tails), zeroed by the rows kernel.
+constexpr int kGroupedCounters = 3;
+
 /// Byte offsets of the workspace regions, from the same upper bounds on host and device. out_acc is the fp32
 /// [T, H] sum of each token's weighted slot rows, zeroed by gate_up's idle producer warps and added to by down's
 /// epilogue; xp and act are [rows, K64] bf16 rows in expert order, each 64-wide K chunk permuted (grouped_layout.h).
@@ -24,7 +27,7 @@ grouped_layout make_grouped_layout(int hidden, int inter, int num_experts, int s
 /// The regions of one workspace.
 struct grouped_buffers {
     std::int32_t *rowbase;     ///< [E + 1] each expert's first row in the compact order
-    int *sched;                ///< [2] gate_up's and down's work-item counters (zeroed by the rows kernel)
+    int *sched;                ///< [kGroupedCounters] the GEMM launches' work-item counters
     std::int32_t *pair_of_row; ///< [rows] each row's (token, slot) pair
     std::int32_t *row_of_pair; ///< [T x slots] each pair's row
     std::uint16_t *xp, *act;   ///< gate_up's and down's token rows (wgmma's B operand)

@@ -34,7 +34,7 @@ using namespace sm90;
 
 constexpr int kMaxExperts = 1024;
 // A CTA has a producer warpgroup and CW consumer warpgroups: 2 after the producer (warps 0..3; its three idle
-// warps store down's output tiles), or 3 or 4 before it (warps 4 CW .. 4 CW + 3; wgmma needs warpgroup-aligned
+// warps store down's output tiles), or 3 to 5 before it (warps 4 CW .. 4 CW + 3; wgmma needs warpgroup-aligned
 // warps). Four warpgroups of 64 weight rows (mt = 1) keep the 256 weight rows per token tile of two with mt = 2 and
 // hide each one's depth-0 wait for its wgmma behind the other three; they have 112 registers each
 // (glm-4.5-air T = 1024: 1037 -> 913 us; NOTES.md, thirteenth session). Three warpgroups fit bn = 192 (ptxas
@@ -52,13 +52,13 @@ __host__ __device__ constexpr int producer_regs(int cw) {
     return cw == 2 ? 40 : 32;
 }
 __host__ __device__ constexpr int consumer_regs(int cw) {
-    return cw == 2 ? 232 : cw == 3 ? 160 : 112;
+    return cw == 2 ? 232 : cw == 3 ? 160 : cw == 4 ? 112 : 88;
 }
 constexpr bool regs_fit(int cw) {
     return 128 * producer_regs(cw) + 128 * cw * consumer_regs(cw) <=
            cta_threads(cw) * (65536 / cta_threads(cw) / 8 * 8);
 }
-static_assert(regs_fit(2) && regs_fit(3) && regs_fit(4), "setmaxnreg beyond the CTA's registers");
+static_assert(regs_fit(2) && regs_fit(3) && regs_fit(4) && regs_fit(5), "setmaxnreg beyond the CTA's registers");
 constexpr int kChunkBytesPerRow = 128;       // one 64-wide K chunk of bf16
 constexpr int kBoxRows = 32;                 // token rows per TMA box of B for a partly filled block
 constexpr int kPrefixInts = kMaxExperts + 4; // the m-block prefix, padded to keep what follows 16-byte aligned
@@ -72,6 +72,7 @@ struct gemm_args {
     int *sched;                  // work items claimed past the first wave (zeroed by rows_kernel)
     const std::int32_t *counts, *rowbase;
     int num_experts;
+    grouped_split split; // which of an expert's token blocks this launch multiplies (grouped_layout.h)
     // gate_up: act rows
     std::uint16_t *act;
     int k64_inter, inter;
@@ -88,10 +89,9 @@ struct gemm_args {
 struct work {
     int e, row0, rows, ntile;
 };
-__device__ __forceinline__ work find_work(const int *mprefix, int num_experts, int w, int ntiles, int bn,
-                                          const std::int32_t *rowbase, const std::int32_t *counts) {
+__device__ __forceinline__ work find_work(const gemm_args &g, const int *mprefix, int w, int ntiles, int bn) {
     const int mb = w / ntiles;
-    int lo = 0, hi = num_experts - 1; // last e with mprefix[e] <= mb
+    int lo = 0, hi = g.num_experts - 1; // last e with mprefix[e] <= mb
     while (lo < hi) {
         const int mid = (lo + hi + 1) / 2;
         if (mprefix[mid] <= mb)
@@ -101,9 +101,8 @@ __device__ __forceinline__ work find_work(const int *mprefix, int num_experts, i
     }
     work r;
     r.e = lo, r.ntile = w % ntiles;
-    const int m = mb - mprefix[lo];
-    r.row0 = rowbase[lo] + m * bn;
-    r.rows = min(bn, counts[lo] - m * bn);
+    grouped_block_rows(g.split, g.counts[lo], bn, mb - mprefix[lo], r.row0, r.rows);
+    r.row0 += g.rowbase[lo];
     return r;
 }
 
@@ -202,7 +201,7 @@ __global__ void __launch_bounds__(cta_threads(CW), 1)
 #pragma unroll
         for (int j = 0; j < 32; ++j) {
             const int e = 32 * lane + j;
-            local[j] = e < g.num_experts ? (g.counts[e] + BN - 1) / BN : 0;
+            local[j] = e < g.num_experts ? grouped_blocks(g.split, g.counts[e], BN) : 0;
         }
 #pragma unroll
         for (int j = 0; j < 32; ++j) sum += local[j];
@@ -248,7 +247,7 @@ __global__ void __launch_bounds__(cta_threads(CW), 1)
                 for (;;) {
                     const int w = next_item();
                     if (w >= total) break;
-                    const work wk = find_work(mprefix, g.num_experts, w, ntiles, BN, g.rowbase, g.counts);
+                    const work wk = find_work(g, mprefix, w, ntiles, BN);
                     // the tile's (token, slot) pairs and scales, read while the consumers still multiply
                     for (int col = sid; col < wk.rows; col += kStorers) {
                         const int pair = g.pair_of_row[wk.row0 + col];
@@ -299,7 +298,7 @@ __global__ void __launch_bounds__(cta_threads(CW), 1)
             if (++islot == kItemSlots) islot = 0, iphase ^= 1;
             if (w >= total) break;
             const int next = static_cast<int>(gridDim.x) + atomicAdd(g.sched, 1); // in flight over the copies
-            const work wk = find_work(mprefix, g.num_experts, w, ntiles, BN, g.rowbase, g.counts);
+            const work wk = find_work(g, mprefix, w, ntiles, BN);
             // A block is one box of BN rows, except where an expert's partly filled last block (which multiplies a
             // narrower width) saves two or more 32-row boxes by loading only those that cover its rows: the rows
             // past it are L2 traffic for nothing (4-5 % of the layer at T = 1024), but a stage of several boxes
@@ -347,7 +346,7 @@ __global__ void __launch_bounds__(cta_threads(CW), 1)
     for (int it = 0;; ++it) {
         const int w = next_item();
         if (w >= total) break;
-        const work wk = find_work(mprefix, g.num_experts, w, ntiles, BN, g.rowbase, g.counts);
+        const work wk = find_work(g, mprefix, w, ntiles, BN);
         // down: this thread's output column's pair (its router weight is read once the pair has arrived)
         int my_pair = -1;
         if constexpr (!GateUp && !kHandOff)
@@ -577,6 +576,8 @@ cudaError_t dispatch(const CUtensorMap &map, const CUtensorMap &map_narrow, cons
         FP4MOE_GROUPED_CASE(128, 10, 1, 4)
         FP4MOE_GROUPED_CASE(192, 6, 1, 3)
         FP4MOE_GROUPED_CASE(192, 7, 1, 3)
+        FP4MOE_GROUPED_CASE(64, 6, 1, 4)
+        FP4MOE_GROUPED_CASE(64, 6, 1, 5)
     }
 #undef FP4MOE_GROUPED_CASE
     return cudaErrorInvalidValue;
@@ -600,6 +601,12 @@ const grouped_tactic kGroupedTactics[] = {
     {{192, 7, 1, 3}, {128, 4, 2}},
     {{192, 6, 1, 3}, {128, 5, 2}},
     {{192, 7, 1, 3}, {128, 5, 2}},
+    // An expert's last, partly filled block of at most 64 (or 128) rows in a launch of its own, whose CTAs have four
+    // or five consumer warpgroups: such a block's few MACs per weight leave its steps bound by the dequantization's
+    // issue (ncu of the launch: math-pipe throttle and not-selected stalls), which more warps share.
+    {{192, 6, 1, 3}, {128, 4, 2}, {64, 6, 1, 4}},
+    {{192, 6, 1, 3}, {128, 4, 2}, {64, 6, 1, 5}},
+    {{192, 6, 1, 3}, {128, 4, 2}, {128, 6, 1, 4}},
 };
 const int kGroupedTacticCount = static_cast<int>(std::size(kGroupedTactics));
 
@@ -634,16 +641,28 @@ cudaError_t moe_grouped_run(const decode_weights &w, const decode_batch &b, grou
     auto mblocks = [&](const grouped_gemm_tactic &k) { return rows / k.bn + busy; };
     gemm_args g{};
     g.counts = b.counts, g.rowbase = ws.rowbase, g.num_experts = b.num_experts;
+    g.split = {grouped_part_all, t.gate_up.bn, t.tail.bn};
     g.act = ws.act, g.k64_inter = l.k64_inter, g.inter = b.inter;
     g.pair_of_row = ws.pair_of_row, g.topk_weights = b.topk_weights, g.hidden = b.hidden;
     g.out_acc = ws.out_acc, g.slots = b.slots;
     g.acc_floats = static_cast<long long>(b.tokens) * b.hidden; // zeroed by gate_up
 
     g.wq = w.gate_up_q, g.ws = w.gate_up_s, g.tiles = w.tiles_gu, g.ksteps = w.ksteps_gu;
-    g.gs0 = w.gs_gate, g.gs1 = w.gs_up, g.sched = ws.sched;
+    g.gs0 = w.gs_gate, g.gs1 = w.gs_up;
+    if (t.tail.bn) { // the narrow tails first: their items are short, so the SMs idle little at their launch's end
+        CUtensorMap map_tail;
+        if (auto e = sm90::make_k_major_map(map_tail, ws.xp, l.rows, l.k64_hidden, t.tail.bn); e != cudaSuccess)
+            return e;
+        gemm_args tg = g;
+        tg.split.part = grouped_part_tail, tg.sched = ws.sched + 2, tg.acc_floats = 0;
+        if (auto e = dispatch<true>(map_tail, map_x_narrow, tg, busy, t.tail, stream); e != cudaSuccess) return e;
+        g.split.part = grouped_part_wide;
+    }
+    g.sched = ws.sched;
     if (auto e = dispatch<true>(map_x, map_x_narrow, g, mblocks(t.gate_up), t.gate_up, stream); e != cudaSuccess)
         return e;
 
+    g.split.part = grouped_part_all;
     g.wq = w.down_q, g.ws = w.down_s, g.tiles = w.tiles_down, g.ksteps = w.ksteps_down;
     g.gs0 = w.gs_down, g.gs1 = nullptr, g.sched = ws.sched + 1, g.acc_floats = 0;
     if (auto e = dispatch<false>(map_act, map_act_narrow, g, mblocks(t.down), t.down, stream); e != cudaSuccess)
