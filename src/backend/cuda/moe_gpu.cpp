@@ -177,6 +177,7 @@ std::string gpu_tactic_name(gpu_tactic t) {
     if (k.down_ksplit > 0) name += fmt::format(", down ksplit={}", k.down_ksplit);
     if (k.mt > 1) name += fmt::format(", {} tiles per warp", k.mt);
     if (k.min_ctas > 1) name += fmt::format(", {} CTAs per SM", k.min_ctas);
+    if (k.combine_kernel) name += ", combine kernel";
     return name;
 }
 

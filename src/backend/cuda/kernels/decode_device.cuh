@@ -43,30 +43,52 @@ __device__ __forceinline__ void mma_kstep(float (&chain)[NT][kChains][4], const 
     }
 }
 
+__device__ __forceinline__ int atomic_add_relaxed_gpu(int *p, int v) {
+    int old;
+    asm volatile("atom.relaxed.gpu.global.add.s32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+    return old;
+}
+__device__ __forceinline__ void fence_release_gpu() {
+    asm volatile("fence.release.gpu;" ::: "memory");
+}
+__device__ __forceinline__ void fence_acq_rel_gpu() {
+    asm volatile("fence.acq_rel.gpu;" ::: "memory");
+}
+
 /// The fused weighted combine of the down GEMM, called by a whole warp after its fp32 partial rows (one per
-/// (token, slot) pair, already scaled by the router weight) of 16-row weight tile `tile` are stored: lane i < rows
-/// reports token `token_of_lane` (-1 for none) on the counter of (token, tile); the warp that brings a token's
-/// last (`slots`-th) pair sums the slots in slot order (deterministic) and writes the 16 bf16 output values.
-__device__ __forceinline__ void combine_tile(int token_of_lane, int tile, int tiles, int slots, int hidden,
-                                             int *counters, const float *partial, std::uint16_t *out) {
+/// (token, slot) pair, already scaled by the router weight) of the MT 16-row weight tiles from `tile` on are
+/// stored: lane i < rows reports token `token_of_lane` (-1 for none) on the counter of each (token, tile); the warp
+/// that brings a token's last (`slots`-th) pair sums the slots in slot order (deterministic) and writes the 16 bf16
+/// output values. One __syncwarp and one release fence order all the warp's rows before its increments (an SC
+/// fence per tile, as first written, cost ~1-2 % of the layer: H200, bench/results/h200/NOTES.md), the MT
+/// increments are in flight together, and only a warp that combines fences again (acquire) before its loads.
+template <int MT>
+__device__ __forceinline__ void combine_tiles(int token_of_lane, int tile, int tiles, int slots, int hidden,
+                                              int *counters, const float *partial, std::uint16_t *out) {
     const int lane = threadIdx.x % 32;
-    __threadfence();
     __syncwarp();
-    int last = 0;
-    if (token_of_lane >= 0) last = atomicAdd(&counters[token_of_lane * tiles + tile], 1) == slots - 1;
-    unsigned todo = __ballot_sync(0xFFFFFFFFu, last);
-    if (todo) __threadfence();
-    while (todo) {
-        const int src_lane = __ffs(todo) - 1;
-        todo &= todo - 1;
-        const int tok = __shfl_sync(0xFFFFFFFFu, token_of_lane, src_lane);
-        const int row = tile * 16 + lane;
-        if (lane < 16 && row < hidden) {
-            const float *src = partial + static_cast<std::size_t>(tok) * slots * hidden + row;
-            float sum = 0.0f;
-            for (int j = 0; j < slots; ++j) sum += __ldcg(src + static_cast<std::size_t>(j) * hidden);
-            const __nv_bfloat16 r = __float2bfloat16_rn(sum);
-            out[static_cast<std::size_t>(tok) * hidden + row] = *reinterpret_cast<const std::uint16_t *>(&r);
+    fence_release_gpu();
+    int last[MT];
+#pragma unroll
+    for (int m = 0; m < MT; ++m)
+        last[m] = token_of_lane >= 0 && tile + m < tiles &&
+                  atomic_add_relaxed_gpu(&counters[token_of_lane * tiles + tile + m], 1) == slots - 1;
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+        unsigned todo = __ballot_sync(0xFFFFFFFFu, last[m]);
+        if (todo) fence_acq_rel_gpu(), __syncwarp();
+        while (todo) {
+            const int src_lane = __ffs(todo) - 1;
+            todo &= todo - 1;
+            const int tok = __shfl_sync(0xFFFFFFFFu, token_of_lane, src_lane);
+            const int row = (tile + m) * 16 + lane;
+            if (lane < 16 && row < hidden) {
+                const float *src = partial + static_cast<std::size_t>(tok) * slots * hidden + row;
+                float sum = 0.0f;
+                for (int j = 0; j < slots; ++j) sum += __ldcg(src + static_cast<std::size_t>(j) * hidden);
+                const __nv_bfloat16 r = __float2bfloat16_rn(sum);
+                out[static_cast<std::size_t>(tok) * hidden + row] = *reinterpret_cast<const std::uint16_t *>(&r);
+            }
         }
     }
 }

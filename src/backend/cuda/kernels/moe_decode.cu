@@ -123,6 +123,7 @@ struct gemm_args {
     int shared; // always-used expert slots at the end (shared experts): their weights are prefetched
     const std::int32_t *topk_ids;
     std::uint16_t *out;
+    bool fused_combine; // down's last warp per (token, tile) combines; else moe_combine_kernel runs after down
 };
 
 // Pair (token * slots + slot) of row `rr` of expert `e`.
@@ -174,9 +175,10 @@ __global__ void __launch_bounds__(kWarps * 32, MB > 1 ? MB : 0) moe_gemm_kernel(
         if (blockIdx.y == 0) {
             // For the down kernel (which waits for this one): zero the combine counters; a token that routing
             // refused (ids -1: non-finite logits) gets NaN outputs, never stale data.
-            for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < g.tokens * g.down_tiles;
-                 i += gridDim.x * blockDim.x)
-                g.counters[i] = 0;
+            if (g.fused_combine)
+                for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < g.tokens * g.down_tiles;
+                     i += gridDim.x * blockDim.x)
+                    g.counters[i] = 0;
             for (int t = blockIdx.x; t < g.tokens; t += gridDim.x)
                 if (g.topk_ids[static_cast<std::size_t>(t) * g.slots] < 0)
                     for (int h = threadIdx.x; h < g.hidden; h += blockDim.x)
@@ -435,12 +437,11 @@ __global__ void __launch_bounds__(kWarps * 32, MB > 1 ? MB : 0) moe_gemm_kernel(
             }
     }
     if constexpr (!GateUp) {
-        // Weighted combine, fused (decode_device::combine_tile). Lane i reports token row i of the group
-        // (8 NT <= 32 rows): one atomic round trip per warp and tile.
-        const int t = cmb_pair >= 0 ? cmb_pair / g.slots : -1;
-#pragma unroll
-        for (int m = 0; m < MT; ++m)
-            if (tile + m < g.tiles) combine_tile(t, tile + m, g.tiles, g.slots, g.hidden, g.counters, g.partial, g.out);
+        // Weighted combine, fused (decode_device::combine_tiles). Lane i reports token row i of the group
+        // (8 NT <= 32 rows): one atomic round trip per warp for its MT tiles.
+        if (g.fused_combine)
+            combine_tiles<MT>(cmb_pair >= 0 ? cmb_pair / g.slots : -1, tile, g.tiles, g.slots, g.hidden, g.counters,
+                              g.partial, g.out);
     }
 }
 
@@ -457,18 +458,44 @@ cudaError_t launch_gemm(const gemm_args &g, int max_groups, cudaStream_t stream)
     return launch_pdl(moe_gemm_kernel<GateUp, NT, KS, U, S, MT, MB>, grid, dim3(kWarps * 32), smem, 1, stream, g);
 }
 
+// The weighted combine as a kernel of its own (tactics with `combine_kernel`): out[t] = the sum over slots, in
+// slot order, of token t's fp32 partial rows (router weight and global scale applied by down), rounded to bf16:
+// the same sums, in the same order, as the fused combine. Four features per thread. A token that routing refused
+// keeps the NaN row gate_up wrote (it has no partial rows).
+__global__ void __launch_bounds__(256) moe_combine_kernel(const float *__restrict__ partial,
+                                                          const std::int32_t *__restrict__ topk_ids, int slots,
+                                                          int hidden, std::uint16_t *__restrict__ out) {
+    allow_next_kernel();
+    const int t = blockIdx.x, h = (blockIdx.y * blockDim.x + threadIdx.x) * 4; // tokens on x: no 65535 limit
+    wait_for_previous_kernel(); // down's partial rows
+    if (h >= hidden || topk_ids[static_cast<std::size_t>(t) * slots] < 0) return;
+    const float *src = partial + static_cast<std::size_t>(t) * slots * hidden + h;
+    float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int j = 0; j < slots; ++j) {
+        const float4 v = __ldcg(reinterpret_cast<const float4 *>(src + static_cast<std::size_t>(j) * hidden));
+        sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
+    }
+    const __nv_bfloat162 lo = __floats2bfloat162_rn(sum.x, sum.y), hi = __floats2bfloat162_rn(sum.z, sum.w);
+    uint2 packed;
+    packed.x = *reinterpret_cast<const std::uint32_t *>(&lo), packed.y = *reinterpret_cast<const std::uint32_t *>(&hi);
+    *reinterpret_cast<uint2 *>(out + static_cast<std::size_t>(t) * hidden + h) = packed;
+}
+
 } // namespace
 
 // The tactic table: (nt, ksplit, ksteps per load group, bulk-copy stages or 0 for the register ring[, ksplit
-// of the down GEMM[, weight tiles per warp[, CTAs per SM]]]). The last rows are the T = 1 favourites of the H200
-// sweep held to 6 CTAs per SM (glm-4.5-air's gate_up at T = 1 is 792 CTAs: one wave at 6, 1.2 at 5).
+// of the down GEMM[, weight tiles per warp[, CTAs per SM[, combine kernel]]]]). Then the T = 1 favourites of the
+// H200 sweep held to 6 CTAs per SM (glm-4.5-air's gate_up at T = 1 is 792 CTAs: one wave at 6, 1.2 at 5), and the
+// sweep's T >= 4 favourites with the combine as a kernel of its own.
 const decode_tactic kDecodeTactics[] = {
     {1, 2, 2, 4},       {1, 1, 2, 4},          {1, 4, 2, 4},          {1, 2, 2, 8},          {2, 1, 2, 4},
     {2, 2, 2, 4},       {4, 1, 2, 4},          {4, 2, 2, 4},          {1, 2, 4, 2},          {1, 1, 4, 2},
     {1, 4, 4, 2},       {1, 2, 4, 4},          {2, 2, 4, 2},          {1, 2, 4, 0},          {1, 4, 4, 0},
     {1, 2, 4, 2, 1},    {1, 1, 4, 2, 2},       {1, 4, 4, 2, 1},       {1, 4, 4, 2, 2},       {1, 2, 2, 4, 1},
     {1, 1, 8, 2},       {1, 2, 8, 2},          {1, 2, 8, 2, 1},       {1, 1, 8, 3},          {1, 1, 4, 2, 0, 2},
-    {1, 2, 4, 2, 1, 2}, {1, 2, 4, 2, 1, 1, 6}, {1, 4, 4, 2, 2, 1, 6}, {1, 4, 4, 2, 1, 1, 6}, {1, 1, 4, 2, 0, 1, 6}};
+    {1, 2, 4, 2, 1, 2}, {1, 2, 4, 2, 1, 1, 6}, {1, 4, 4, 2, 2, 1, 6}, {1, 4, 4, 2, 1, 1, 6}, {1, 1, 4, 2, 0, 1, 6},
+    {1, 1, 4, 2, 0, 2, 0, true}, {1, 2, 4, 2, 1, 2, 0, true}, {1, 1, 4, 2, 0, 1, 0, true}, {1, 1, 8, 2, 0, 1, 0, true},
+    {1, 1, 4, 2, 0, 1, 6, true}};
 const int kDecodeTacticCount = static_cast<int>(std::size(kDecodeTactics));
 
 namespace {
@@ -546,6 +573,7 @@ cudaError_t moe_decode_run(const decode_weights &w, const decode_batch &b, decod
     g.act = act, g.ld_act = l.k_pad_inter, g.partial = partial;
     g.counters = reinterpret_cast<int *>(base + l.counters), g.tokens = b.tokens, g.down_tiles = w.tiles_down;
     g.topk_ids = b.topk_ids, g.out = b.out, g.shared = b.shared;
+    g.fused_combine = !t.combine_kernel;
 
     // gate_up: B = x rows, K = H.
     g.wq = w.gate_up_q, g.ws = w.gate_up_s;
@@ -566,6 +594,15 @@ cudaError_t moe_decode_run(const decode_weights &w, const decode_batch &b, decod
     decode_tactic td = t;
     if (t.down_ksplit > 0) td.ksplit = t.down_ksplit;
     if (auto st = dispatch<false>(g, max_groups, td, stream); st != cudaSuccess) return st;
+
+    if (t.combine_kernel) {
+        constexpr int kThreads = 256;
+        const dim3 grid(b.tokens, ceil_div(b.hidden, 4 * kThreads));
+        if (auto st = launch_pdl(moe_combine_kernel, grid, dim3(kThreads), 0, 1, stream,
+                                 static_cast<const float *>(partial), b.topk_ids, b.slots, b.hidden, b.out);
+            st != cudaSuccess)
+            return st;
+    }
 
     return cudaGetLastError();
 }

@@ -10,6 +10,9 @@
 //             scale and the router weight, writes an fp32 row per (token, slot) pair, and the warp that
 //             completes a token's last pair for a 16-row tile (an atomic counter per token and tile) sums the
 //             slots in slot order into the bf16 output: the weighted combine is fused, and deterministic.
+//   combine   (tactics with `combine_kernel` only) the same sums in a kernel of its own after down: down's warps
+//             then end with their stores (no counter round trip, no combining warp holding its CTA), for one more
+//             launch; from T = 16 this is the faster form (bench/results/h200/NOTES.md).
 // Everything runs on `stream` without host synchronization or allocation (graph-capturable). Grids come from
 // host upper bounds; blocks past the device-side group count exit at once.
 //
@@ -69,6 +72,7 @@ struct decode_tactic {
     int down_ksplit = 0;
     int mt = 1;       ///< 16-row weight tiles per warp (bulk ring only), sharing the B fragments
     int min_ctas = 0; ///< > 1: registers capped so this many CTAs fit on an SM (a grid of one wave at T = 1)
+    bool combine_kernel = false; ///< the weighted combine as a third kernel instead of down's last warp per token
 };
 
 /// Whether `w` and `b` describe a batch the CUDA runners accept: positive sizes, H and I multiples of 16, fewer
