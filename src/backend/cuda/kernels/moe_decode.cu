@@ -462,12 +462,13 @@ cudaError_t launch_gemm(const gemm_args &g, int max_groups, cudaStream_t stream)
 // slot order, of token t's fp32 partial rows (router weight and global scale applied by down), rounded to bf16:
 // the same sums, in the same order, as the fused combine. Four features per thread. A token that routing refused
 // keeps the NaN row gate_up wrote (it has no partial rows).
-__global__ void __launch_bounds__(256) moe_combine_kernel(const float *__restrict__ partial,
-                                                          const std::int32_t *__restrict__ topk_ids, int slots,
-                                                          int hidden, std::uint16_t *__restrict__ out) {
+__global__ void __launch_bounds__(256)
+    moe_combine_kernel(const float *__restrict__ partial, const std::int32_t *__restrict__ topk_ids, int slots,
+                       int hidden, std::uint16_t *__restrict__ out) {
     allow_next_kernel();
-    const int t = blockIdx.x, h = (blockIdx.y * blockDim.x + threadIdx.x) * 4; // tokens on x: no 65535 limit
-    wait_for_previous_kernel(); // down's partial rows
+    // Tokens on x (no 65535 limit); down's partial rows are read after the wait.
+    const int t = blockIdx.x, h = (blockIdx.y * blockDim.x + threadIdx.x) * 4;
+    wait_for_previous_kernel();
     if (h >= hidden || topk_ids[static_cast<std::size_t>(t) * slots] < 0) return;
     const float *src = partial + static_cast<std::size_t>(t) * slots * hidden + h;
     float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -487,15 +488,41 @@ __global__ void __launch_bounds__(256) moe_combine_kernel(const float *__restric
 // of the down GEMM[, weight tiles per warp[, CTAs per SM[, combine kernel]]]]). Then the T = 1 favourites of the
 // H200 sweep held to 6 CTAs per SM (glm-4.5-air's gate_up at T = 1 is 792 CTAs: one wave at 6, 1.2 at 5), and the
 // sweep's T >= 4 favourites with the combine as a kernel of its own.
-const decode_tactic kDecodeTactics[] = {
-    {1, 2, 2, 4},       {1, 1, 2, 4},          {1, 4, 2, 4},          {1, 2, 2, 8},          {2, 1, 2, 4},
-    {2, 2, 2, 4},       {4, 1, 2, 4},          {4, 2, 2, 4},          {1, 2, 4, 2},          {1, 1, 4, 2},
-    {1, 4, 4, 2},       {1, 2, 4, 4},          {2, 2, 4, 2},          {1, 2, 4, 0},          {1, 4, 4, 0},
-    {1, 2, 4, 2, 1},    {1, 1, 4, 2, 2},       {1, 4, 4, 2, 1},       {1, 4, 4, 2, 2},       {1, 2, 2, 4, 1},
-    {1, 1, 8, 2},       {1, 2, 8, 2},          {1, 2, 8, 2, 1},       {1, 1, 8, 3},          {1, 1, 4, 2, 0, 2},
-    {1, 2, 4, 2, 1, 2}, {1, 2, 4, 2, 1, 1, 6}, {1, 4, 4, 2, 2, 1, 6}, {1, 4, 4, 2, 1, 1, 6}, {1, 1, 4, 2, 0, 1, 6},
-    {1, 1, 4, 2, 0, 2, 0, true}, {1, 2, 4, 2, 1, 2, 0, true}, {1, 1, 4, 2, 0, 1, 0, true}, {1, 1, 8, 2, 0, 1, 0, true},
-    {1, 1, 4, 2, 0, 1, 6, true}};
+const decode_tactic kDecodeTactics[] = {{1, 2, 2, 4},
+                                        {1, 1, 2, 4},
+                                        {1, 4, 2, 4},
+                                        {1, 2, 2, 8},
+                                        {2, 1, 2, 4},
+                                        {2, 2, 2, 4},
+                                        {4, 1, 2, 4},
+                                        {4, 2, 2, 4},
+                                        {1, 2, 4, 2},
+                                        {1, 1, 4, 2},
+                                        {1, 4, 4, 2},
+                                        {1, 2, 4, 4},
+                                        {2, 2, 4, 2},
+                                        {1, 2, 4, 0},
+                                        {1, 4, 4, 0},
+                                        {1, 2, 4, 2, 1},
+                                        {1, 1, 4, 2, 2},
+                                        {1, 4, 4, 2, 1},
+                                        {1, 4, 4, 2, 2},
+                                        {1, 2, 2, 4, 1},
+                                        {1, 1, 8, 2},
+                                        {1, 2, 8, 2},
+                                        {1, 2, 8, 2, 1},
+                                        {1, 1, 8, 3},
+                                        {1, 1, 4, 2, 0, 2},
+                                        {1, 2, 4, 2, 1, 2},
+                                        {1, 2, 4, 2, 1, 1, 6},
+                                        {1, 4, 4, 2, 2, 1, 6},
+                                        {1, 4, 4, 2, 1, 1, 6},
+                                        {1, 1, 4, 2, 0, 1, 6},
+                                        {1, 1, 4, 2, 0, 2, 0, true},
+                                        {1, 2, 4, 2, 1, 2, 0, true},
+                                        {1, 1, 4, 2, 0, 1, 0, true},
+                                        {1, 1, 8, 2, 0, 1, 0, true},
+                                        {1, 1, 4, 2, 0, 1, 6, true}};
 const int kDecodeTacticCount = static_cast<int>(std::size(kDecodeTactics));
 
 namespace {

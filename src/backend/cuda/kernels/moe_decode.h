@@ -70,8 +70,8 @@ struct decode_tactic {
     int inflight = 4;
     int stages = 0;
     int down_ksplit = 0;
-    int mt = 1;       ///< 16-row weight tiles per warp (bulk ring only), sharing the B fragments
-    int min_ctas = 0; ///< > 1: registers capped so this many CTAs fit on an SM (a grid of one wave at T = 1)
+    int mt = 1;                  ///< 16-row weight tiles per warp (bulk ring only), sharing the B fragments
+    int min_ctas = 0;            ///< > 1: registers capped so this many CTAs fit on an SM (a grid of one wave at T = 1)
     bool combine_kernel = false; ///< the weighted combine as a third kernel instead of down's last warp per token
 };
 
