@@ -333,10 +333,10 @@ status gpu_moe_forward(const moe_desc &d, const gpu_moe_weights &w, const bf16_t
     // sync, or one more graph node per layer to reset it).
     const auto *xb = reinterpret_cast<const std::uint16_t *>(x);
     const float *bias = d.routing.correction_bias ? w.bias() : nullptr;
-    if (moe_route_fused_preferred(T, rule)) { // decode: split-K logits, then top-k + plan in one CTA (PDL chain)
+    if (moe_route_fused_preferred(T, rule)) { // decode: logits, then top-k + plan in one CTA (PDL chain)
         if (auto e = moe_route_fused(xb, w.router(), bias, T, static_cast<int>(d.hidden), rule,
                                      static_cast<int>(max_tokens), at<float>(ws, r.logits), at<std::int32_t>(ws, r.ids),
-                                     at<float>(ws, r.weights), nullptr, pb, stream);
+                                     at<float>(ws, r.weights), nullptr, pb, stream, w.router_bf16());
             e != cudaSuccess)
             return cuda_error(e, "cuda: MoE routing");
     } else {

@@ -256,7 +256,10 @@ const logits_case kLogitsCases[] = {
     {2, 4096, 160},
     {3, 2048, 128},
     {7, 1002, 37},
+    {8, 2048, 300},
+    {9, 4096, 160},
     {16, 7168, 256},
+    {24, 4096, 160},
     {40, 1002, 37},
     {64, 5120, 157},
     {255, 2048, 128},
@@ -574,27 +577,30 @@ TEST(CudaMoeRoute, RejectsBadArguments) {
 // Exactly representable inputs: x in {-3..3}, router in {-511..511} / 64 (9 significant bits: the tensor-core
 // path needs its hi and mid bf16 parts). Every product is a multiple of 1/64 of magnitude < 24, every partial
 // sum a multiple of 1/64 below 2^18 (H <= 7168), so any summation order gives the exact dot: the GPU must equal
-// the CPU bit for bit (catches any wrong, skipped or doubled index, or a lost part of the router).
+// the CPU bit for bit (catches any wrong, skipped or doubled index, or a lost part of the router). Also with a
+// bf16 router passed as such ({-255..255} / 64: 8 significant bits), which takes the one-part kernels (the decode
+// tensor-core kernel up to T = 64, wgmma from T = 256).
 TEST(CudaMoeRoute, RouterLogitsExactOnExactInputs) {
     SKIP_WITHOUT_GPU();
     const unsigned seed = fresh_seed();
     SCOPED_TRACE(seed_trace(seed));
     std::mt19937 rng(seed);
-    std::uniform_int_distribution<int> xi(-3, 3), ri(-511, 511);
-    for (const auto &c : kLogitsCases) {
-        SCOPED_TRACE(case_name(c));
-        std::vector<fp4moe::bf16_t> x(static_cast<std::size_t>(c.tokens) * c.hidden);
-        std::vector<float> router(static_cast<std::size_t>(c.experts) * c.hidden);
-        for (auto &v : x) v = fp4moe::float_to_bf16(static_cast<float>(xi(rng)));
-        for (auto &v : router) v = static_cast<float>(ri(rng)) / 64.0f;
-        const auto got = gpu_logits(x, router, c), want = cpu_logits(x, router, c);
-        int bad = 0;
-        for (std::size_t i = 0; i < got.size(); ++i)
-            if (std::bit_cast<std::uint32_t>(got[i]) != std::bit_cast<std::uint32_t>(want[i]) && ++bad <= 8)
-                ADD_FAILURE() << "logit [" << i / c.experts << ", " << i % c.experts << "]: got " << got[i] << ", want "
-                              << want[i];
-        EXPECT_EQ(bad, 0);
-    }
+    std::uniform_int_distribution<int> xi(-3, 3), ri(-511, 511), ri_bf16(-255, 255);
+    for (const bool router_bf16 : {false, true})
+        for (const auto &c : kLogitsCases) {
+            SCOPED_TRACE(case_name(c) + (router_bf16 ? " (bf16 router)" : ""));
+            std::vector<fp4moe::bf16_t> x(static_cast<std::size_t>(c.tokens) * c.hidden);
+            std::vector<float> router(static_cast<std::size_t>(c.experts) * c.hidden);
+            for (auto &v : x) v = fp4moe::float_to_bf16(static_cast<float>(xi(rng)));
+            for (auto &v : router) v = static_cast<float>(router_bf16 ? ri_bf16(rng) : ri(rng)) / 64.0f;
+            const auto got = gpu_logits(x, router, c, router_bf16), want = cpu_logits(x, router, c);
+            int bad = 0;
+            for (std::size_t i = 0; i < got.size(); ++i)
+                if (std::bit_cast<std::uint32_t>(got[i]) != std::bit_cast<std::uint32_t>(want[i]) && ++bad <= 8)
+                    ADD_FAILURE() << "logit [" << i / c.experts << ", " << i % c.experts << "]: got " << got[i]
+                                  << ", want " << want[i];
+            EXPECT_EQ(bad, 0);
+        }
 }
 
 // Random bf16 x and fp32 router. Any fp32 summation of n products (n - 1 additions after n roundings of the

@@ -623,13 +623,14 @@ cudaError_t moe_route_topk_plan(const float *logits, const float *bias, int toke
 
 cudaError_t moe_route_fused(const std::uint16_t *x, const float *router, const float *bias, int tokens, int hidden,
                             const route_rule &rule, int max_tokens, float *logits, std::int32_t *ids, float *weights,
-                            int *bad_token, const plan_buffers &out, cudaStream_t stream) {
+                            int *bad_token, const plan_buffers &out, cudaStream_t stream, bool router_bf16) {
     if (!route_rule_ok(rule, tokens, bias) || !moe_route_topk_plan_fits(tokens, rule) || hidden <= 0 ||
         max_tokens < 0 || (out.masked_pairs != nullptr && tokens > max_tokens))
         return cudaErrorInvalidValue;
     if (tokens > 0) {
         if (x == nullptr || router == nullptr || logits == nullptr) return cudaErrorInvalidValue;
-        if (const cudaError_t e = moe_router_logits(x, router, tokens, hidden, rule.experts, logits, stream);
+        if (const cudaError_t e =
+                moe_router_logits(x, router, tokens, hidden, rule.experts, logits, stream, router_bf16);
             e != cudaSuccess)
             return e;
     }

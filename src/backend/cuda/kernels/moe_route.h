@@ -49,10 +49,11 @@ struct route_rule {
 /// 64 x 64 tiles make >= 64 CTAs (each logit one FMA chain over k, the CPU's order), and below that a GEMV (scalar
 /// loads when H % 4 != 0 or misaligned): one CTA per (expert, 8 tokens) up to T = 8, per (4 experts, 8 tokens)
 /// above.
-/// Benchmarking only: FP4MOE_ROUTER_SPLITK_MAX_T=n in the environment limits split-K to T <= n.
 /// `router_bf16`: every router value is a bf16 (low 16 bits zero), as the checkpoints of every family we load
 /// store it; the wgmma kernel then multiplies one bf16 part instead of three (the same exact products, a third of
-/// the tensor-core work). A router that is not all bf16 with `router_bf16` set gives wrong logits.
+/// the tensor-core work), and from T = 8 to 64, where E x H >= 2^19 and H % 16 == 0, router_logits_decode_mma
+/// (router_logits_mma.h) replaces split-K: one bf16 part on mma.sync, K split 64 ways over a cluster, partial sums
+/// in a fixed order (deterministic). A router that is not all bf16 with `router_bf16` set gives wrong logits.
 /// Errors (nothing launched): T < 0, H <= 0, E <= 0, null pointers when T > 0. T == 0 launches nothing.
 cudaError_t moe_router_logits(const std::uint16_t *x, const float *router, int tokens, int hidden, int experts,
                               float *logits, cudaStream_t stream, bool router_bf16 = false);
@@ -118,12 +119,13 @@ cudaError_t moe_route_topk_plan(const float *logits, const float *bias, int toke
                                 const plan_buffers &out, cudaStream_t stream);
 
 /// The whole routing of a small batch (moe_route_topk_plan_fits): moe_router_logits into `logits` [T, E], then
-/// moe_route_topk_plan. Two kernels at decode (split-K logits, top-k + plan), chained by PDL.
+/// moe_route_topk_plan. Two kernels at decode (logits, top-k + plan), chained by PDL. `router_bf16`: as
+/// moe_router_logits'.
 /// moe_route_fused_preferred: what the layer forward uses it for: fits and T <= 8 (one CTA routes all T tokens,
 /// a warp per token; from T ~ 10 on, top-k on T / 4 CTAs plus the plan kernel is faster on the H200).
 bool moe_route_fused_preferred(int tokens, const route_rule &rule);
 cudaError_t moe_route_fused(const std::uint16_t *x, const float *router, const float *bias, int tokens, int hidden,
                             const route_rule &rule, int max_tokens, float *logits, std::int32_t *ids, float *weights,
-                            int *bad_token, const plan_buffers &out, cudaStream_t stream);
+                            int *bad_token, const plan_buffers &out, cudaStream_t stream, bool router_bf16 = false);
 
 } // namespace fp4moe::cuda

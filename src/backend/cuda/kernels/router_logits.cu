@@ -1,6 +1,7 @@
 // Router logits of one MoE batch on the GPU (moe_route.h): logits = x · routerᵀ in fp32, bf16 activations
-// widened exactly. Four kernels by batch size: split-K over a cluster (T <= 64, the router read once), a GEMV
-// (the router read once per 8 tokens), a tiled kernel, and, for large batches, the tensor-core kernels (the router
+// widened exactly. Four kernels by batch size: split-K over a cluster (T <= 64, the router read once; from T = 8
+// a bf16 router of >= 2^19 weights goes to the tensor cores instead, router_logits_decode_mma.cu), a GEMV (the
+// router read once per 8 tokens), a tiled kernel, and, for large batches, the tensor-core kernels (the router
 // split into three exact bf16 parts, or one where every router value is a bf16): wgmma on sm_90 from
 // kRouterWgmmaMinTokens (sm90a/router_logits_wgmma.cu), mma.sync below that and elsewhere (router_logits_mma.cu).
 #include "kernels/moe_route.h"
@@ -350,6 +351,14 @@ __global__ void __launch_bounds__(kSplitThreads, 2)
     cluster.sync(); // keep this CTA's shared memory alive until the cluster has read it
 }
 
+// A bf16 router on the tensor cores (router_logits_decode_mma.cu) instead of split-K's FMAs from T = 8 where the
+// router holds >= 2^19 weights (H200, routing alone in the layer's graph: deepseek-v3 T = 8 / 16 / 32 / 64 22.7 /
+// 26.4 / 33.3 / 48.0 -> 18.9 / 24.5 / 29.0 / 38.0 us, glm-4.5-air T = 8 / 64 12.5 / 23.0 -> 11.6 / 20.0; below
+// 2^19, qwen3-30b-a3b's 2048 x 128, two K steps per warp were 0.5-1 us slower, and at T < 8 1-3 us slower).
+bool router_logits_decode_mma_pays(int tokens, int hidden, int experts) {
+    return tokens >= 8 && static_cast<long long>(hidden) * experts >= (1LL << 19);
+}
+
 // The tiled kernel once its grid fills about half the chip; below that the GEMV (more CTAs, the router read
 // once per 8 tokens from L2).
 bool router_logits_use_tiled(int tokens, int experts) {
@@ -373,6 +382,11 @@ cudaError_t moe_router_logits_splitk_max(const std::uint16_t *x, const float *ro
     if (ceil_div(tokens, BLOCK_M) > 65535) return cudaErrorInvalidValue;
     const bool vec = hidden % 4 == 0 && reinterpret_cast<std::uintptr_t>(x) % 8 == 0 &&
                      reinterpret_cast<std::uintptr_t>(router) % 16 == 0;
+    if (router_bf16 && router_logits_decode_mma_pays(tokens, hidden, experts) &&
+        tokens <= std::min(splitk_max, kSplitMaxTokens) && router_logits_decode_mma_fits(tokens, hidden, x, router)) {
+        const cudaError_t e = router_logits_decode_mma(x, router, tokens, hidden, experts, logits, stream);
+        return e != cudaSuccess ? e : cudaGetLastError();
+    }
     if (tokens <= std::min(splitk_max, kSplitMaxTokens) && vec) {
         const dim3 grid(kSplitCluster, ceil_div(experts, kSplitExperts)), block(kSplitThreads);
         const auto launch = [&](auto kernel) {

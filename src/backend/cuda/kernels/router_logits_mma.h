@@ -30,4 +30,16 @@ int router_logits_mma_splits(int tokens, int hidden, int experts);
 cudaError_t router_logits_mma(const std::uint16_t *x, const float *router, int tokens, int hidden, int experts,
                               float *logits, cudaStream_t stream);
 
+/// Whether router_logits_decode_mma takes this batch: 1 <= T <= 64, H % 16 == 0, x 4-byte and router 8-byte
+/// aligned.
+bool router_logits_decode_mma_fits(int tokens, int hidden, const std::uint16_t *x, const float *router);
+
+/// As router_logits_mma for a decode batch whose router values are ALL bf16 (low 16 bits zero; other values
+/// give wrong logits): one bf16 part, K split 64 ways over a cluster of 8 CTAs x 8 warps, 16 experts per
+/// cluster, mma.sync m16n8k16 over 8-token tiles; partial sums added in a fixed (warp, then rank) order. PDL
+/// launch (prefetches its router slice into L2, then waits for the previous kernel before reading x). The caller
+/// checks router_logits_decode_mma_fits and E > 0; returns the launch status.
+cudaError_t router_logits_decode_mma(const std::uint16_t *x, const float *router, int tokens, int hidden, int experts,
+                                     float *logits, cudaStream_t stream);
+
 } // namespace fp4moe::cuda
