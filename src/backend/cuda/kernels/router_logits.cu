@@ -382,12 +382,13 @@ cudaError_t moe_router_logits_splitk_max(const std::uint16_t *x, const float *ro
     if (ceil_div(tokens, BLOCK_M) > 65535) return cudaErrorInvalidValue;
     const bool vec = hidden % 4 == 0 && reinterpret_cast<std::uintptr_t>(x) % 8 == 0 &&
                      reinterpret_cast<std::uintptr_t>(router) % 16 == 0;
-    if (router_bf16 && router_logits_decode_mma_pays(tokens, hidden, experts) &&
-        tokens <= std::min(splitk_max, kSplitMaxTokens) && router_logits_decode_mma_fits(tokens, hidden, x, router)) {
+    const bool decode = tokens <= std::min(splitk_max, kSplitMaxTokens);
+    if (decode && router_bf16 && router_logits_decode_mma_pays(tokens, hidden, experts) &&
+        router_logits_decode_mma_fits(tokens, hidden, x, router)) {
         const cudaError_t e = router_logits_decode_mma(x, router, tokens, hidden, experts, logits, stream);
         return e != cudaSuccess ? e : cudaGetLastError();
     }
-    if (tokens <= std::min(splitk_max, kSplitMaxTokens) && vec) {
+    if (decode && vec) {
         const dim3 grid(kSplitCluster, ceil_div(experts, kSplitExperts)), block(kSplitThreads);
         const auto launch = [&](auto kernel) {
             return launch_pdl(kernel, grid, block, 0, kSplitCluster, stream, x, router, tokens, hidden, experts,
