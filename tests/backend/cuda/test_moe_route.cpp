@@ -41,6 +41,10 @@ std::vector<named_rule> all_rules() {
         {"glm sigmoid+bias E128 k8 S1 x1", make_desc(128, 8, 1, sigmoid_routing(true, 1, 1, 1.0f))},
         {"glm sigmoid+bias E128 k8 S1 x2.5", make_desc(128, 8, 1, sigmoid_routing(true, 1, 1, 2.5f))},
         {"dsv3 sigmoid+bias E256 g8/4 k8 S1 x2.5", make_desc(256, 8, 1, sigmoid_routing(true, 8, 4, 2.5f))},
+        // Groups of whole lane columns: 64 experts per group (two per lane), and 32 per group with register slots
+        // left over (E = 192 runs 8 slots per lane).
+        {"sigmoid+bias E128 g2/1 k8 S1", make_desc(128, 8, 1, sigmoid_routing(true, 2, 1, 1.0f))},
+        {"sigmoid+bias E192 g6/3 k8 x2.5", make_desc(192, 8, 0, sigmoid_routing(true, 6, 3, 2.5f))},
         // Shapes off the 32-lane grid: partial lanes, groups straddling lanes, several shared slots.
         {"odd sigmoid+bias E72 g4/2 k6 S2 x1.5", make_desc(72, 6, 2, sigmoid_routing(true, 4, 2, 1.5f))},
         {"odd sigmoid E60 k4 no-renorm x0.75", make_desc(60, 4, 0, sigmoid_routing(false, 1, 1, 0.75f, false))},
@@ -563,6 +567,12 @@ TEST(CudaMoeRoute, RejectsBadArguments) {
     EXPECT_EQ(fc::moe_route_fused(x.ptr, f.ptr, f.ptr, 2, 0, base, 4, f.ptr, i32.ptr, f.ptr, nullptr, pb, nullptr),
               cudaErrorInvalidValue)
         << "fused: H = 0";
+    EXPECT_EQ(fc::moe_route_fused(x.ptr, f.ptr, f.ptr, 2, 64, base, 4, f.ptr, nullptr, f.ptr, nullptr, pb, nullptr),
+              cudaErrorInvalidValue)
+        << "fused: null ids";
+    EXPECT_EQ(fc::moe_route_fused(x.ptr, f.ptr, f.ptr, 5, 64, base, 4, f.ptr, i32.ptr, f.ptr, nullptr, pb, nullptr),
+              cudaErrorInvalidValue)
+        << "fused: T > max_tokens with masked";
 
     EXPECT_EQ(fc::moe_router_logits(x.ptr, f.ptr, -1, 64, 8, f.ptr, nullptr), cudaErrorInvalidValue);
     EXPECT_EQ(fc::moe_router_logits(x.ptr, f.ptr, 2, 0, 8, f.ptr, nullptr), cudaErrorInvalidValue);
@@ -642,6 +652,101 @@ TEST(CudaMoeRoute, RouterLogitsWithinSummationBound) {
                                       << ", exact " << exact << ", bound " << gamma * s;
                 }
             EXPECT_EQ(bad, 0);
+        }
+}
+
+// The decode routing of the layer forward (moe_route_fused at T <= 8: split-K logits, then the 256-thread top-k +
+// plan CTA): every rule, every T it takes, both layouts (masked_pairs in-kernel, and past 65536 entries by the
+// separate grid). Exact inputs (x in {-3..3}, router in {-8..8} / 1024: every partial sum exact) make the logits
+// equal the CPU's bit for bit, so ids and the plan must equal the CPU chain's exactly, weights within
+// weight_close. Each case runs twice on poisoned outputs. One case in five also has a NaN in a token's x: that
+// token gets ids -1 and bad_token, the others the CPU's ids.
+TEST(CudaMoeRoute, DecodeRoutingMatchesCpu) {
+    SKIP_WITHOUT_GPU();
+    const unsigned seed = fresh_seed();
+    SCOPED_TRACE(seed_trace(seed));
+    std::mt19937 rng(seed);
+    std::uniform_int_distribution<int> xi(-3, 3), ri(-8, 8);
+    int case_no = 0;
+    for (const auto &r : all_rules())
+        for (int T : {1, 2, 3, 4, 5, 7, 8}) {
+            const auto &d = r.d;
+            const int E = static_cast<int>(d.experts), slots = static_cast<int>(d.slots());
+            const int NE = static_cast<int>(d.total_experts()), H = case_no % 2 ? 2056 : 1000;
+            const int max_tokens = case_no % 3 == 2 ? 512 : 8; // 512: masked_pairs by the separate grid
+            const bool nan_token = T >= 2 && case_no % 5 == 0;
+            ++case_no;
+            SCOPED_TRACE(r.name + " T=" + std::to_string(T) + " H=" + std::to_string(H) +
+                         " max_tokens=" + std::to_string(max_tokens) + (nan_token ? " (NaN in token 1)" : ""));
+            if (!fc::moe_route_topk_plan_fits(T, to_rule(d))) continue;
+            std::vector<fp4moe::bf16_t> x(static_cast<std::size_t>(T) * H);
+            std::vector<std::uint16_t> xbits(x.size());
+            std::vector<float> router(static_cast<std::size_t>(E) * H);
+            for (std::size_t i = 0; i < x.size(); ++i)
+                xbits[i] = (x[i] = fp4moe::float_to_bf16(static_cast<float>(xi(rng)))).bits;
+            for (auto &v : router) v = static_cast<float>(ri(rng)) / 1024.0f;
+            const auto bias = make_bias(input_kind::random, E, rng);
+            const bool cpu_bias = d.routing.correction_bias;
+            std::vector<float> logits(static_cast<std::size_t>(T) * E);
+            auto dl = d;
+            dl.hidden = H;
+            fp4moe::cpu::router_logits(dl, x.data(), T, router.data(), logits.data());
+            if (nan_token) { // the GPU's logits of token 1 are NaN; the CPU routes the others from zeros there
+                xbits[static_cast<std::size_t>(H) + 5] = 0x7FC0;
+                std::fill_n(logits.begin() + E, E, 0.0f);
+            }
+            fp4moe::moe_plan want(d, max_tokens);
+            ASSERT_TRUE(fp4moe::moe_route(d, logits, bias.data(), T, want).ok());
+
+            device_buffer<std::uint16_t> d_x(xbits);
+            device_buffer<float> d_router(router), d_bias(bias), d_logits(logits.size()),
+                d_w(static_cast<std::size_t>(T) * slots);
+            device_buffer<std::int32_t> d_ids(static_cast<std::size_t>(T) * slots);
+            device_plan plan(NE, T * slots, max_tokens);
+            ASSERT_TRUE(fc::moe_route_fused_preferred(T, to_rule(d)));
+            for (int call = 0; call < 2; ++call) {
+                SCOPED_TRACE("call " + std::to_string(call));
+                device_buffer<int> d_bad(std::vector<int>{INT_MAX});
+                d_logits.poison(), d_w.poison(), d_ids.poison(), plan.poison();
+                ASSERT_EQ(fc::moe_route_fused(d_x.ptr, d_router.ptr, cpu_bias ? d_bias.ptr : nullptr, T, H, to_rule(d),
+                                              max_tokens, d_logits.ptr, d_ids.ptr, d_w.ptr, d_bad.ptr, plan.buffers(),
+                                              nullptr),
+                          cudaSuccess);
+                FP4MOE_CUDA_CHECK(cudaDeviceSynchronize());
+                const auto got_logits = d_logits.download();
+                for (int t = 0; t < T; ++t)
+                    for (int e = 0; e < E; ++e) {
+                        const std::size_t i = static_cast<std::size_t>(t) * E + e;
+                        if (nan_token && t == 1) {
+                            ASSERT_TRUE(std::isnan(got_logits[i])) << "logit [1, " << e << "]";
+                            continue;
+                        }
+                        ASSERT_EQ(std::bit_cast<std::uint32_t>(got_logits[i]), std::bit_cast<std::uint32_t>(logits[i]))
+                            << "logit [" << t << ", " << e << "]";
+                    }
+                const auto ids = d_ids.download();
+                const auto w = d_w.download();
+                for (int t = 0; t < T; ++t)
+                    for (int j = 0; j < slots; ++j) {
+                        const std::size_t i = static_cast<std::size_t>(t) * slots + j;
+                        if (nan_token && t == 1) {
+                            EXPECT_EQ(ids[i], -1) << "slot " << j << " of the NaN token";
+                            EXPECT_EQ(w[i], 0.0f) << "slot " << j << " of the NaN token";
+                            continue;
+                        }
+                        EXPECT_EQ(ids[i], want.topk_ids[i]) << "token " << t << " slot " << j;
+                        EXPECT_TRUE(weight_close(w[i], want.topk_weights[i]))
+                            << "token " << t << " slot " << j << ": " << w[i] << " vs " << want.topk_weights[i];
+                    }
+                if (nan_token) {
+                    EXPECT_EQ(d_bad.download()[0], 1);
+                    expect_equal_plan(plan.download(), reference_plan(ids, NE, max_tokens));
+                } else {
+                    EXPECT_EQ(d_bad.download()[0], INT_MAX);
+                    expect_equal_plan(plan.download(), from_cpu(want));
+                }
+                if (HasFailure()) return;
+            }
         }
 }
 

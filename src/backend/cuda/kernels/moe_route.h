@@ -106,11 +106,12 @@ cudaError_t moe_build_plan(const std::int32_t *ids, int tokens, int slots, int n
 /// E <= 256, E + S <= 1024 (the rule itself is checked by the launchers).
 bool moe_route_topk_plan_fits(int tokens, const route_rule &rule);
 
-/// Top-k and the plan of a small batch in ONE kernel: a single 1024-thread CTA (dynamic shared memory up to
-/// ~150 KB), warp w routing tokens w, w + 32 exactly as moe_route_topk does, then the plan from the ids in
-/// shared memory (a 64-bit token mask per expert: counts, a block scan for offsets, rows by mask rank). Writes
-/// ids, weights, bad_token (as moe_route_topk) and every plan array of moe_build_plan (num_experts = E + S);
-/// masked_pairs in-kernel when (E + S) * max_tokens <= 65536, else with moe_build_plan's masked grid after it.
+/// Top-k and the plan of a small batch in ONE kernel: a single CTA of 256 threads up to T = 8, else 1024
+/// (route_plan_cta.cuh; dynamic shared memory up to ~150 KB), warp w routing tokens w, w + warps exactly as
+/// moe_route_topk does, then the plan from the ids in shared memory (a 64-bit token mask per expert: counts, a
+/// block scan for offsets, rows by mask rank). Writes ids, weights, bad_token (as moe_route_topk) and every plan
+/// array of moe_build_plan (num_experts = E + S); masked_pairs in-kernel when (E + S) * max_tokens <= 65536, else
+/// with moe_build_plan's masked grid after it.
 /// PDL launch (waits for the previous kernel before reading logits; lets the next one launch at once).
 /// Errors (nothing launched): moe_route_topk's and moe_build_plan's, and !moe_route_topk_plan_fits.
 /// T == 0: as moe_build_plan with T == 0.
