@@ -22,7 +22,7 @@ constexpr int kRoutePlanMaskedFill = 1 << 16; // masked_pairs entries written in
 
 /// Everything the one-CTA routing reads and writes (kernel parameter; num_experts = E + S).
 struct route_plan_args {
-    const float *logits = nullptr; ///< [T, E], written by the previous kernel (or grid) of the chain
+    const float *logits = nullptr; ///< [T, E], written by the previous kernel of the PDL chain
     const float *bias = nullptr;   ///< [E] when rule.correction_bias
     int tokens = 0;
     route_rule rule;
@@ -96,7 +96,7 @@ __device__ __forceinline__ void route_plan_prologue(const route_plan_args &a, co
 }
 
 /// Top-k of every token and the plan, after the prologue and once the logits are visible (read with ld.cg: they
-/// may come from other CTAs of the same grid). Whole CTA, converged.
+/// come from the previous kernel, still running when this one started). Whole CTA, converged.
 template <int kPerLane, int kThreads>
 __device__ __forceinline__ void route_plan_body(const route_plan_args &a, const route_plan_smem &s) {
     constexpr int kWarps = kThreads / 32;

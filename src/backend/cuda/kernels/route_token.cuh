@@ -1,6 +1,6 @@
 // Routing of one token by one warp, with the CPU's arithmetic (moe_route.h's promise: scores, selection and, in
-// practice, weights equal routing.cpp's): shared by the top-k kernels of moe_route.cu and the one-launch decode
-// routing of moe_route_decode.cu. CUDA-only header.
+// practice, weights equal routing.cpp's): shared by moe_route.cu's top-k kernel and its one-CTA top-k + plan
+// (route_plan_cta.cuh). CUDA-only header.
 //
 // Numeric path: routing.cpp's fp32 expressions in its order, with IEEE-rounded intrinsics so nvcc cannot contract
 // them, and with glibc's expf (its algorithm and table, in double with FMA: bit-identical to glibc 2.36's x86-64
