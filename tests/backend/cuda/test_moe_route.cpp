@@ -655,18 +655,41 @@ TEST(CudaMoeRoute, RouterLogitsWithinSummationBound) {
         }
 }
 
+namespace {
+
+// Exactly representable routing inputs: x in {-3..3}, router in {-8..8} / 1024. Every partial sum of a logit is
+// then exact, so any summation order gives `logits` (the CPU's) bit for bit.
+struct exact_routing {
+    std::vector<std::uint16_t> xbits; // x [T, H] as bf16 bits
+    std::vector<float> router;        // [E, H]
+    std::vector<float> logits;        // [T, E]: fp4moe::cpu::router_logits
+};
+exact_routing make_exact_routing(fp4moe::moe_desc d, int T, int H, std::mt19937 &rng) {
+    std::uniform_int_distribution<int> xi(-3, 3), ri(-8, 8);
+    const int E = static_cast<int>(d.experts);
+    std::vector<fp4moe::bf16_t> x(static_cast<std::size_t>(T) * H);
+    exact_routing r{std::vector<std::uint16_t>(x.size()), std::vector<float>(static_cast<std::size_t>(E) * H),
+                    std::vector<float>(static_cast<std::size_t>(T) * E)};
+    for (std::size_t i = 0; i < x.size(); ++i)
+        r.xbits[i] = (x[i] = fp4moe::float_to_bf16(static_cast<float>(xi(rng)))).bits;
+    for (auto &v : r.router) v = static_cast<float>(ri(rng)) / 1024.0f;
+    d.hidden = H;
+    fp4moe::cpu::router_logits(d, x.data(), T, r.router.data(), r.logits.data());
+    return r;
+}
+
+} // namespace
+
 // The decode routing of the layer forward (moe_route_fused at T <= 8: split-K logits, then the 256-thread top-k +
 // plan CTA): every rule, every T it takes, both layouts (masked_pairs in-kernel, and past 65536 entries by the
-// separate grid). Exact inputs (x in {-3..3}, router in {-8..8} / 1024: every partial sum exact) make the logits
-// equal the CPU's bit for bit, so ids and the plan must equal the CPU chain's exactly, weights within
-// weight_close. Each case runs twice on poisoned outputs. One case in five also has a NaN in a token's x: that
-// token gets ids -1 and bad_token, the others the CPU's ids.
+// separate grid). Exact inputs (make_exact_routing) make the logits equal the CPU's bit for bit, so ids and the plan
+// must equal the CPU chain's exactly, weights within weight_close. Each case runs twice on poisoned outputs. One case
+// in five also has a NaN in a token's x: that token gets ids -1 and bad_token, the others the CPU's ids.
 TEST(CudaMoeRoute, DecodeRoutingMatchesCpu) {
     SKIP_WITHOUT_GPU();
     const unsigned seed = fresh_seed();
     SCOPED_TRACE(seed_trace(seed));
     std::mt19937 rng(seed);
-    std::uniform_int_distribution<int> xi(-3, 3), ri(-8, 8);
     int case_no = 0;
     for (const auto &r : all_rules())
         for (int T : {1, 2, 3, 4, 5, 7, 8}) {
@@ -679,18 +702,9 @@ TEST(CudaMoeRoute, DecodeRoutingMatchesCpu) {
             SCOPED_TRACE(r.name + " T=" + std::to_string(T) + " H=" + std::to_string(H) +
                          " max_tokens=" + std::to_string(max_tokens) + (nan_token ? " (NaN in token 1)" : ""));
             if (!fc::moe_route_topk_plan_fits(T, to_rule(d))) continue;
-            std::vector<fp4moe::bf16_t> x(static_cast<std::size_t>(T) * H);
-            std::vector<std::uint16_t> xbits(x.size());
-            std::vector<float> router(static_cast<std::size_t>(E) * H);
-            for (std::size_t i = 0; i < x.size(); ++i)
-                xbits[i] = (x[i] = fp4moe::float_to_bf16(static_cast<float>(xi(rng)))).bits;
-            for (auto &v : router) v = static_cast<float>(ri(rng)) / 1024.0f;
+            auto [xbits, router, logits] = make_exact_routing(d, T, H, rng);
             const auto bias = make_bias(input_kind::random, E, rng);
             const bool cpu_bias = d.routing.correction_bias;
-            std::vector<float> logits(static_cast<std::size_t>(T) * E);
-            auto dl = d;
-            dl.hidden = H;
-            fp4moe::cpu::router_logits(dl, x.data(), T, router.data(), logits.data());
             if (nan_token) { // the GPU's logits of token 1 are NaN; the CPU routes the others from zeros there
                 xbits[static_cast<std::size_t>(H) + 5] = 0x7FC0;
                 std::fill_n(logits.begin() + E, E, 0.0f);
@@ -759,19 +773,8 @@ TEST(CudaMoeRoute, GraphCaptureReplaysTheSameResult) {
     std::mt19937 rng(seed);
     const auto d = make_desc(256, 8, 1, sigmoid_routing(true, 8, 4, 2.5f));
     const int T = 37, H = 2048, E = 256, slots = 9, NE = 257, max_tokens = 64;
-    std::uniform_int_distribution<int> xi(-3, 3), ri(-8, 8);
-    std::vector<fp4moe::bf16_t> x(static_cast<std::size_t>(T) * H);
-    std::vector<std::uint16_t> xbits(x.size());
-    std::vector<float> router(static_cast<std::size_t>(E) * H);
-    for (std::size_t i = 0; i < x.size(); ++i)
-        xbits[i] = (x[i] = fp4moe::float_to_bf16(static_cast<float>(xi(rng)))).bits;
-    for (auto &v : router) v = static_cast<float>(ri(rng)) / 1024.0f;
+    const auto [xbits, router, logits] = make_exact_routing(d, T, H, rng);
     const auto bias = make_bias(input_kind::random, E, rng);
-
-    std::vector<float> logits(static_cast<std::size_t>(T) * E);
-    auto dl = d;
-    dl.hidden = H;
-    fp4moe::cpu::router_logits(dl, x.data(), T, router.data(), logits.data());
     fp4moe::moe_plan want(d, max_tokens);
     ASSERT_TRUE(fp4moe::moe_route(d, logits, bias.data(), T, want).ok());
 

@@ -1,6 +1,6 @@
 // Top-k routing and the token plan of one MoE batch on the GPU (moe_route.h). The router logits are in
 // router_logits.cu, one token's routing in route_token.cuh, the one-CTA top-k + plan of small batches in
-// route_plan_cta.cuh, the one-launch routing of decode batches in moe_route_decode.cu.
+// route_plan_cta.cuh.
 //
 // Numeric path: routing repeats routing.cpp's fp32 expressions in its order (route_token.cuh), so scores, selection
 // and, in practice, weights equal the CPU's. The plan is integer work: a stable counting sort.
@@ -53,7 +53,9 @@ __global__ void __launch_bounds__(kRouteWarps * 32)
 // ---- top-k and plan in one CTA (small batches) -----------------------------------------------------------
 
 // One CTA (route_plan_cta.cuh): warp w routes tokens w, w + warps, then the plan. 256 threads up to T = 8 (a warp
-// per token; the plan's barriers and scan cost less than with 1024), 1024 above.
+// per token; the plan's barriers and scan cost less than with 1024), 1024 above. Up to the same T the layer forward
+// takes this kernel after the logits (moe_route_fused_preferred); above, top-k on T / 4 CTAs + the plan kernel.
+constexpr int kWarpPerTokenMaxT = 8;
 template <int kPerLane, int kThreads>
 __global__ void __launch_bounds__(kThreads, 1) moe_route_topk_plan_kernel(route_plan_args a) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -144,7 +146,8 @@ cudaError_t launch_topk_plan(const route_plan_args &a, cudaStream_t stream) {
 
 template <int kPerLane>
 cudaError_t launch_topk_plan(const route_plan_args &a, cudaStream_t stream) {
-    return a.tokens <= 8 ? launch_topk_plan<kPerLane, 256>(a, stream) : launch_topk_plan<kPerLane, 1024>(a, stream);
+    return a.tokens <= kWarpPerTokenMaxT ? launch_topk_plan<kPerLane, 256>(a, stream)
+                                         : launch_topk_plan<kPerLane, 1024>(a, stream);
 }
 
 } // namespace
@@ -175,12 +178,9 @@ cudaError_t moe_route_topk(const float *logits, const float *bias, int tokens, c
 
 namespace {
 
-// masked_pairs from a finished permuted plan: one grid over (row, expert).
-cudaError_t plan_masked_fill(const plan_buffers &out, int num_experts, int max_tokens, cudaStream_t stream) {
-    if (num_experts <= 0 || max_tokens < 0 || out.counts == nullptr || out.offsets == nullptr || out.perm == nullptr ||
-        out.masked_pairs == nullptr)
-        return cudaErrorInvalidValue;
-    if (max_tokens == 0) return cudaSuccess;
+// masked_pairs from a finished permuted plan: one grid over (row, expert). The callers checked the arguments and
+// launch it only for max_tokens > 0.
+cudaError_t launch_masked_fill(const plan_buffers &out, int num_experts, int max_tokens, cudaStream_t stream) {
     const dim3 grid(ceil_div(max_tokens, kMaskedThreads), num_experts);
     return launch_pdl(moe_plan_masked_kernel, grid, dim3(kMaskedThreads), 0, 1, stream,
                       static_cast<const std::int32_t *>(out.counts), static_cast<const std::int32_t *>(out.offsets),
@@ -213,7 +213,7 @@ cudaError_t moe_build_plan(const std::int32_t *ids, int tokens, int slots, int n
     }
     if (e0 != cudaSuccess) return e0;
     if (out.masked_pairs != nullptr && max_tokens > 0)
-        if (auto em = plan_masked_fill(out, num_experts, max_tokens, stream); em != cudaSuccess) return em;
+        if (auto em = launch_masked_fill(out, num_experts, max_tokens, stream); em != cudaSuccess) return em;
     return cudaGetLastError();
 }
 
@@ -252,12 +252,12 @@ cudaError_t moe_route_topk_plan(const float *logits, const float *bias, int toke
                                           : launch_topk_plan<8>(a, stream);
     if (e != cudaSuccess) return e;
     if (out.masked_pairs != nullptr && !a.fill_masked && max_tokens > 0)
-        if (auto em = plan_masked_fill(out, ne, max_tokens, stream); em != cudaSuccess) return em;
+        if (auto em = launch_masked_fill(out, ne, max_tokens, stream); em != cudaSuccess) return em;
     return cudaGetLastError();
 }
 
 bool moe_route_fused_preferred(int tokens, const route_rule &rule) {
-    return moe_route_topk_plan_fits(tokens, rule) && tokens <= 8;
+    return moe_route_topk_plan_fits(tokens, rule) && tokens <= kWarpPerTokenMaxT;
 }
 
 cudaError_t moe_route_fused(const std::uint16_t *x, const float *router, const float *bias, int tokens, int hidden,
