@@ -23,7 +23,6 @@ namespace {
 using namespace decode_device;
 using namespace ptx;
 
-constexpr int kWarps = 4; // warps per CTA
 constexpr int kMaxExperts = 1024;
 
 // 16 bf16 zeros: the B operand of a lane whose K block lies past the data.
@@ -62,11 +61,12 @@ struct group_pos {
     int e, tile0, pad_row, valid;
 };
 
+template <int W>
 __device__ group_pos find_group(const std::int32_t *__restrict__ counts, int num_experts, int nt, int gi) {
-    __shared__ int warp_g[kWarps], warp_t[kWarps];
+    __shared__ int warp_g[W], warp_t[W];
     __shared__ group_pos found;
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-    const int per = (num_experts + kWarps * 32 - 1) / (kWarps * 32), first = tid * per;
+    const int per = (num_experts + W * 32 - 1) / (W * 32), first = tid * per;
     if (tid == 0) found.valid = 0;
     int my_g = 0, my_t = 0;
     for (int i = 0; i < per; ++i) {
@@ -135,18 +135,19 @@ __device__ __forceinline__ int pair_of(const gemm_args &g, int e, int rr) {
 __host__ __device__ constexpr int stage_bytes(int u) {
     return u * (512 + 64);
 }
-__host__ __device__ constexpr int ring_smem_bytes(int u, int stages, int mt) {
-    return stages ? kWarps * stages * (mt * stage_bytes(u) + 8) : 0;
+__host__ __device__ constexpr int ring_smem_bytes(int u, int stages, int mt, int warps) {
+    return stages ? warps * stages * (mt * stage_bytes(u) + 8) : 0;
 }
 
 // S = 0: each lane keeps U ksteps of its weights in flight in registers (a ring of 16-byte loads).
 // S > 0: lane 0 of each warp keeps S stages of U ksteps in flight with bulk copies into shared memory.
 // MT > 1 (bulk ring only): each warp multiplies MT consecutive 16-row weight tiles with the same B fragments
 // (one B load and one chunk's bookkeeping per MT tiles' steps; MT independent dequant streams).
-// MB: CTAs per SM the compiler must fit (registers capped at 65536 / (128 MB)); 1 leaves it to the compiler (0 in
-// the bounds emits no .minnctapersm: an explicit 1 changed ptxas's choices, 2.6 % slower at glm-4.5-air T = 64).
-template <bool GateUp, int NT, int KS, int U, int S, int MT, int MB>
-__global__ void __launch_bounds__(kWarps * 32, MB > 1 ? MB : 0) moe_gemm_kernel(const gemm_args g) {
+// W: warps per CTA. MB: CTAs per SM the compiler must fit (registers capped at 65536 / (32 W MB)); 1 leaves it to
+// the compiler (0 in the bounds emits no .minnctapersm: an explicit 1 changed ptxas's choices, 2.6 % slower at
+// glm-4.5-air T = 64).
+template <bool GateUp, int NT, int KS, int U, int S, int MT, int MB, int W>
+__global__ void __launch_bounds__(W * 32, MB > 1 ? MB : 0) moe_gemm_kernel(const gemm_args g) {
     static_assert(MT == 1 || S > 0, "several tiles per warp need the bulk-copy ring");
     // Programmatic dependent launch. gate_up lets down launch only once it has waited for routing: down's CTAs
     // may then read the plan (and, with the bulk ring, issue their first weight copies) while gate_up's last
@@ -185,12 +186,12 @@ __global__ void __launch_bounds__(kWarps * 32, MB > 1 ? MB : 0) moe_gemm_kernel(
                         g.out[static_cast<std::size_t>(t) * g.hidden + h] = 0x7FC0;
         }
     }
-    const group_pos gp = find_group(g.counts, g.num_experts, NT, blockIdx.y);
+    const group_pos gp = find_group<W>(g.counts, g.num_experts, NT, blockIdx.y);
     if (!gp.valid) return;
     const int e = gp.e, tile0 = gp.tile0;
     const int count = g.counts[e];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, lg = lane / 4, lt = lane % 4;
-    const int tile = (blockIdx.x * (kWarps / KS) + warp / KS) * MT, kpart = warp % KS; // the warp's first tile
+    const int tile = (blockIdx.x * (W / KS) + warp / KS) * MT, kpart = warp % KS; // the warp's first tile
     const bool has_tile = tile < g.tiles;
 
     // down's epilogue needs the (token, slot) pair of each accumulator row and of the lane's combine row, and the
@@ -302,7 +303,7 @@ __global__ void __launch_bounds__(kWarps * 32, MB > 1 ? MB : 0) moe_gemm_kernel(
         // A stage: for each of the MT tiles, U steps of packed weights then their scale codes.
         constexpr int kStageQ = U * 512, kStageM = stage_bytes(U), kStage = MT * kStageM;
         std::uint8_t *ring = ring_smem + warp * S * kStage;
-        auto *bars = reinterpret_cast<std::uint64_t *>(ring_smem + kWarps * S * kStage) + warp * S;
+        auto *bars = reinterpret_cast<std::uint64_t *>(ring_smem + W * S * kStage) + warp * S;
         if (lane == 0)
             for (int st = 0; st < S; ++st) mbar_init(&bars[st], 1);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -387,7 +388,7 @@ __global__ void __launch_bounds__(kWarps * 32, MB > 1 ? MB : 0) moe_gemm_kernel(
             }
 
     if constexpr (KS > 1) {
-        __shared__ float red[kWarps][MT * NT * 4][32];
+        __shared__ float red[W][MT * NT * 4][32];
         if (kpart != 0)
 #pragma unroll
             for (int m = 0; m < MT; ++m)
@@ -445,17 +446,18 @@ __global__ void __launch_bounds__(kWarps * 32, MB > 1 ? MB : 0) moe_gemm_kernel(
     }
 }
 
-template <bool GateUp, int NT, int KS, int U, int S, int MT, int MB>
+template <bool GateUp, int NT, int KS, int U, int S, int MT, int MB, int W>
 cudaError_t launch_gemm(const gemm_args &g, int max_groups, cudaStream_t stream) {
-    constexpr int per_cta = kWarps / KS * MT; // weight tiles per CTA
+    static_assert(W % KS == 0, "a tile's K parts are warps of one CTA");
+    constexpr int per_cta = W / KS * MT; // weight tiles per CTA
     const dim3 grid((g.tiles + per_cta - 1) / per_cta, max_groups);
-    constexpr int smem = ring_smem_bytes(U, S, MT);
+    constexpr int smem = ring_smem_bytes(U, S, MT, W);
     if constexpr (smem > 48 * 1024) { // once per instance: not a stream operation, fine during capture
-        static const cudaError_t set = cudaFuncSetAttribute(moe_gemm_kernel<GateUp, NT, KS, U, S, MT, MB>,
+        static const cudaError_t set = cudaFuncSetAttribute(moe_gemm_kernel<GateUp, NT, KS, U, S, MT, MB, W>,
                                                             cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         if (set != cudaSuccess) return set;
     }
-    return launch_pdl(moe_gemm_kernel<GateUp, NT, KS, U, S, MT, MB>, grid, dim3(kWarps * 32), smem, 1, stream, g);
+    return launch_pdl(moe_gemm_kernel<GateUp, NT, KS, U, S, MT, MB, W>, grid, dim3(W * 32), smem, 1, stream, g);
 }
 
 // The weighted combine as a kernel of its own (tactics with `combine_kernel`): out[t] = the sum over slots, in
@@ -472,9 +474,18 @@ __global__ void __launch_bounds__(256)
     if (h >= hidden || topk_ids[static_cast<std::size_t>(t) * slots] < 0) return;
     const float *src = partial + static_cast<std::size_t>(t) * slots * hidden + h;
     float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    for (int j = 0; j < slots; ++j) {
-        const float4 v = __ldcg(reinterpret_cast<const float4 *>(src + static_cast<std::size_t>(j) * hidden));
-        sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
+    // Slots in batches of 8 whose loads are all issued before the first add: one L2 round trip per batch, where a
+    // loop of load-then-add waited on one per slot or two. The adds stay in slot order (the CPU's sums).
+    constexpr int kBatch = 8;
+    for (int j0 = 0; j0 < slots; j0 += kBatch) {
+        float4 v[kBatch];
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j)
+            if (j0 + j < slots)
+                v[j] = __ldcg(reinterpret_cast<const float4 *>(src + static_cast<std::size_t>(j0 + j) * hidden));
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j)
+            if (j0 + j < slots) sum.x += v[j].x, sum.y += v[j].y, sum.z += v[j].z, sum.w += v[j].w;
     }
     const __nv_bfloat162 lo = __floats2bfloat162_rn(sum.x, sum.y), hi = __floats2bfloat162_rn(sum.z, sum.w);
     uint2 packed;
@@ -485,9 +496,13 @@ __global__ void __launch_bounds__(256)
 } // namespace
 
 // The tactic table: (nt, ksplit, ksteps per load group, bulk-copy stages or 0 for the register ring[, ksplit
-// of the down GEMM[, weight tiles per warp[, CTAs per SM[, combine kernel]]]]). Then the T = 1 favourites of the
-// H200 sweep held to 6 CTAs per SM (glm-4.5-air's gate_up at T = 1 is 792 CTAs: one wave at 6, 1.2 at 5), and the
-// sweep's T >= 4 favourites with the combine as a kernel of its own.
+// of the down GEMM[, weight tiles per warp[, CTAs per SM[, combine kernel[, warps per CTA]]]]]). Then the T = 1
+// favourites of the H200 sweep held to 6 CTAs per SM (glm-4.5-air's gate_up at T = 1 is 792 CTAs: one wave at 6, 1.2
+// at 5), the sweep's T >= 4 favourites with the combine as a kernel of its own, and CTAs of 8 warps. Why those: an
+// SM's warp schedulers favour the warps of the CTAs that arrived first, so with one wave of six 4-warp CTAs per SM
+// each CTA's K loop takes ~1.8 us longer than the one before it (glm-4.5-air T = 1, gate_up: 10.1 -> 18.8 us) and the
+// last one runs alone, one warp per scheduler; 3 CTAs of 8 warps leave two per scheduler at the end (qwen3-30b-a3b
+// T = 1 on the H200: 28.0 against 30.4 us; no gain at the larger shapes, bench/results/h200/NOTES.md).
 const decode_tactic kDecodeTactics[] = {{1, 2, 2, 4},
                                         {1, 1, 2, 4},
                                         {1, 4, 2, 4},
@@ -522,17 +537,24 @@ const decode_tactic kDecodeTactics[] = {{1, 2, 2, 4},
                                         {1, 2, 4, 2, 1, 2, 0, true},
                                         {1, 1, 4, 2, 0, 1, 0, true},
                                         {1, 1, 8, 2, 0, 1, 0, true},
-                                        {1, 1, 4, 2, 0, 1, 6, true}};
+                                        {1, 1, 4, 2, 0, 1, 6, true},
+                                        {1, 2, 4, 2, 1, 1, 3, false, 8},
+                                        {1, 4, 4, 2, 2, 1, 3, false, 8},
+                                        {1, 1, 4, 2, 0, 2, 2, true, 8},
+                                        {1, 1, 2, 2, 0, 2, 0, true},
+                                        {1, 1, 2, 3, 0, 2, 0, true},
+                                        {1, 1, 3, 2, 0, 2, 0, true}};
 const int kDecodeTacticCount = static_cast<int>(std::size(kDecodeTactics));
 
 namespace {
 
 template <bool GateUp>
 cudaError_t dispatch(const gemm_args &g, int max_groups, decode_tactic t, cudaStream_t stream) {
-#define FP4MOE_DECODE_CASE_OCC(NT_, KS_, U_, S_, MT_, MB_)                                                             \
+#define FP4MOE_DECODE_CASE_W(NT_, KS_, U_, S_, MT_, MB_, W_)                                                           \
     if (t.nt == NT_ && t.ksplit == KS_ && t.inflight == U_ && t.stages == S_ && t.mt == MT_ &&                         \
-        std::max(1, t.min_ctas) == MB_)                                                                                \
-        return launch_gemm<GateUp, NT_, KS_, U_, S_, MT_, MB_>(g, max_groups, stream);
+        std::max(1, t.min_ctas) == MB_ && t.warps == W_)                                                               \
+        return launch_gemm<GateUp, NT_, KS_, U_, S_, MT_, MB_, W_>(g, max_groups, stream);
+#define FP4MOE_DECODE_CASE_OCC(NT_, KS_, U_, S_, MT_, MB_) FP4MOE_DECODE_CASE_W(NT_, KS_, U_, S_, MT_, MB_, 4)
 #define FP4MOE_DECODE_CASE_MT(NT_, KS_, U_, S_, MT_) FP4MOE_DECODE_CASE_OCC(NT_, KS_, U_, S_, MT_, 1)
 #define FP4MOE_DECODE_CASE(NT_, KS_, U_, S_) FP4MOE_DECODE_CASE_MT(NT_, KS_, U_, S_, 1)
     FP4MOE_DECODE_CASE(1, 2, 2, 4)
@@ -555,9 +577,17 @@ cudaError_t dispatch(const gemm_args &g, int max_groups, decode_tactic t, cudaSt
     FP4MOE_DECODE_CASE(1, 1, 8, 3)
     FP4MOE_DECODE_CASE_MT(1, 1, 4, 2, 2)
     FP4MOE_DECODE_CASE_MT(1, 2, 4, 2, 2)
+    FP4MOE_DECODE_CASE_MT(1, 1, 2, 2, 2)
+    FP4MOE_DECODE_CASE_MT(1, 1, 2, 3, 2)
+    FP4MOE_DECODE_CASE_MT(1, 1, 3, 2, 2)
     FP4MOE_DECODE_CASE_OCC(1, 2, 4, 2, 1, 6)
     FP4MOE_DECODE_CASE_OCC(1, 4, 4, 2, 1, 6)
     FP4MOE_DECODE_CASE_OCC(1, 1, 4, 2, 1, 6)
+    FP4MOE_DECODE_CASE_W(1, 2, 4, 2, 1, 3, 8)
+    FP4MOE_DECODE_CASE_W(1, 4, 4, 2, 1, 3, 8)
+    FP4MOE_DECODE_CASE_W(1, 1, 4, 2, 1, 3, 8)
+    FP4MOE_DECODE_CASE_W(1, 1, 4, 2, 2, 2, 8)
+#undef FP4MOE_DECODE_CASE_W
 #undef FP4MOE_DECODE_CASE_OCC
 #undef FP4MOE_DECODE_CASE_MT
 #undef FP4MOE_DECODE_CASE

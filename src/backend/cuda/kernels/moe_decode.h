@@ -73,6 +73,7 @@ struct decode_tactic {
     int mt = 1;                  ///< 16-row weight tiles per warp (bulk ring only), sharing the B fragments
     int min_ctas = 0;            ///< > 1: registers capped so this many CTAs fit on an SM (a grid of one wave at T = 1)
     bool combine_kernel = false; ///< the weighted combine as a third kernel instead of down's last warp per token
+    int warps = 4;               ///< warps per CTA (a multiple of ksplit and of down_ksplit)
 };
 
 /// Whether `w` and `b` describe a batch the CUDA runners accept: positive sizes, H and I multiples of 16, fewer
