@@ -474,18 +474,9 @@ __global__ void __launch_bounds__(256)
     if (h >= hidden || topk_ids[static_cast<std::size_t>(t) * slots] < 0) return;
     const float *src = partial + static_cast<std::size_t>(t) * slots * hidden + h;
     float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    // Slots in batches of 8 whose loads are all issued before the first add: one L2 round trip per batch, where a
-    // loop of load-then-add waited on one per slot or two. The adds stay in slot order (the CPU's sums).
-    constexpr int kBatch = 8;
-    for (int j0 = 0; j0 < slots; j0 += kBatch) {
-        float4 v[kBatch];
-#pragma unroll
-        for (int j = 0; j < kBatch; ++j)
-            if (j0 + j < slots)
-                v[j] = __ldcg(reinterpret_cast<const float4 *>(src + static_cast<std::size_t>(j0 + j) * hidden));
-#pragma unroll
-        for (int j = 0; j < kBatch; ++j)
-            if (j0 + j < slots) sum.x += v[j].x, sum.y += v[j].y, sum.z += v[j].z, sum.w += v[j].w;
+    for (int j = 0; j < slots; ++j) {
+        const float4 v = __ldcg(reinterpret_cast<const float4 *>(src + static_cast<std::size_t>(j) * hidden));
+        sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
     }
     const __nv_bfloat162 lo = __floats2bfloat162_rn(sum.x, sum.y), hi = __floats2bfloat162_rn(sum.z, sum.w);
     uint2 packed;
@@ -540,10 +531,7 @@ const decode_tactic kDecodeTactics[] = {{1, 2, 2, 4},
                                         {1, 1, 4, 2, 0, 1, 6, true},
                                         {1, 2, 4, 2, 1, 1, 3, false, 8},
                                         {1, 4, 4, 2, 2, 1, 3, false, 8},
-                                        {1, 1, 4, 2, 0, 2, 2, true, 8},
-                                        {1, 1, 2, 2, 0, 2, 0, true},
-                                        {1, 1, 2, 3, 0, 2, 0, true},
-                                        {1, 1, 3, 2, 0, 2, 0, true}};
+                                        {1, 1, 4, 2, 0, 2, 2, true, 8}};
 const int kDecodeTacticCount = static_cast<int>(std::size(kDecodeTactics));
 
 namespace {
@@ -577,9 +565,6 @@ cudaError_t dispatch(const gemm_args &g, int max_groups, decode_tactic t, cudaSt
     FP4MOE_DECODE_CASE(1, 1, 8, 3)
     FP4MOE_DECODE_CASE_MT(1, 1, 4, 2, 2)
     FP4MOE_DECODE_CASE_MT(1, 2, 4, 2, 2)
-    FP4MOE_DECODE_CASE_MT(1, 1, 2, 2, 2)
-    FP4MOE_DECODE_CASE_MT(1, 1, 2, 3, 2)
-    FP4MOE_DECODE_CASE_MT(1, 1, 3, 2, 2)
     FP4MOE_DECODE_CASE_OCC(1, 2, 4, 2, 1, 6)
     FP4MOE_DECODE_CASE_OCC(1, 4, 4, 2, 1, 6)
     FP4MOE_DECODE_CASE_OCC(1, 1, 4, 2, 1, 6)
