@@ -44,8 +44,8 @@ struct moe_tune_target {
 
 /// Measures one (runner, tactic) on a batch of `tokens` tokens of layer `d` and returns the typical time of
 /// one run in microseconds (a median after warm-up). `best_us` is the fastest time seen so far for this
-/// bucket (+infinity for the first candidate), so a timer may stop early on a clearly slower candidate. An
-/// error skips the candidate (logged).
+/// bucket (+infinity for the first candidate and in the final rounds), so a timer may stop early on a clearly
+/// slower candidate. An error skips the candidate (logged).
 using moe_timer = std::function<result<double>(const moe_desc &d, const moe_runner &r, const moe_tactic &t,
                                                std::int64_t tokens, double best_us)>;
 
@@ -82,7 +82,8 @@ public:
     status check(const moe_desc &d) const;
 
     /// The variant for a batch of `tokens` tokens: forced, cached, or measured now (every supporting
-    /// (runner, tactic) timed at the bucket size; the fastest wins, ties to the earlier candidate).
+    /// (runner, tactic) timed at the bucket size, then those within 15 % of the best (at most 4) timed twice
+    /// more in interleaved rounds, each keeping its lowest time; the fastest wins, ties to the earlier candidate).
     result<moe_choice> choose(const moe_desc &d, std::int64_t tokens);
 
     /// Measures every bucket up to `max_tokens` not yet known (model warm-up), then saves the cache.

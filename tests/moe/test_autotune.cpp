@@ -5,11 +5,14 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
+#include <vector>
 
 using namespace fp4moe;
 
@@ -292,4 +295,70 @@ TEST(moe_autotune, print_configs_prints_each_choice_once) {
     EXPECT_EQ(lines, 2u) << err;
     EXPECT_NE(err.find("bucket 4 -> fast_start tactic 0 (t0) 14.0 us [tuned]"), std::string::npos) << err;
     EXPECT_NE(err.find("bucket 64 -> slow_start"), std::string::npos) << err;
+}
+
+namespace {
+
+// A device whose clock drifts: tactic i of "drift" costs base[i] us, and the calls listed in `slow` (0-based,
+// over all calls) read 12 % slower, as a stretch of low clock would (the H200 read one graph 11 % apart). Records which tactic each call timed and
+// the best_us it was given.
+struct drifting_timer {
+    std::vector<double> base;
+    std::set<int> slow;
+    std::vector<int> timed;
+    std::vector<double> best_seen;
+    result<double> operator()(const moe_desc &, const moe_runner &, const moe_tactic &t, std::int64_t, double best) {
+        const int call = static_cast<int>(timed.size());
+        timed.push_back(t.id);
+        best_seen.push_back(best);
+        return base[static_cast<std::size_t>(t.id)] * (slow.count(call) ? 1.12 : 1.0);
+    }
+};
+
+moe_timer bind(drifting_timer &f) {
+    return [&f](const moe_desc &d, const moe_runner &r, const moe_tactic &t, std::int64_t n, double best) {
+        return f(d, r, t, n, best);
+    };
+}
+
+} // namespace
+
+TEST(moe_autotune, close_candidates_are_timed_again_so_one_slow_stretch_does_not_decide) {
+    // Tactic 0 is the fastest (100 us) but its first timing fell in a slow stretch (112); it and tactic 3 (110)
+    // are within 15 % of the sweep's best (tactic 1, 104), tactic 2 (200) is not. A one-pass sweep would pick
+    // tactic 1.
+    fake_runner r("drift", 4);
+    drifting_timer dt{{100.0, 104.0, 200.0, 110.0}, {0}, {}, {}};
+    moe_autotuner tuner({{&r}}, target(), bind(dt), quiet());
+    auto c = tuner.choose(small_desc(), 16);
+    ASSERT_TRUE(c.ok()) << c.get_status().to_string();
+    EXPECT_EQ(c.value().tactic.id, 0);
+    EXPECT_DOUBLE_EQ(c.value().us, 100.0); // the lowest of its three timings
+    // The sweep (0 1 2 3), then two rounds over the finalists 0, 1, 3: forward, then backward; full timings.
+    EXPECT_EQ(dt.timed, (std::vector<int>{0, 1, 2, 3, 0, 1, 3, 3, 1, 0}));
+    for (std::size_t i = 4; i < dt.best_seen.size(); ++i) EXPECT_TRUE(std::isinf(dt.best_seen[i])) << i;
+}
+
+TEST(moe_autotune, final_rounds_keep_the_four_closest_and_skip_a_clear_winner) {
+    fake_runner r("drift", 6);
+    // Six candidates within 15 %: only the four fastest of the sweep go to the final rounds.
+    drifting_timer close{{100.0, 101.0, 110.0, 102.0, 103.0, 104.0}, {}, {}, {}};
+    moe_autotuner tuner({{&r}}, target(), bind(close), quiet());
+    auto c = tuner.choose(small_desc(), 4);
+    ASSERT_TRUE(c.ok());
+    EXPECT_EQ(c.value().tactic.id, 0);
+    EXPECT_EQ(close.timed, (std::vector<int>{0, 1, 2, 3, 4, 5, 0, 1, 3, 4, 4, 3, 1, 0}));
+
+    // Equal times after the rounds: the earlier candidate wins.
+    drifting_timer tie{{50.0, 50.0, 90.0, 90.0, 90.0, 90.0}, {}, {}, {}};
+    moe_autotuner tie_tuner({{&r}}, target(), bind(tie), quiet());
+    auto t = tie_tuner.choose(small_desc(), 4);
+    ASSERT_TRUE(t.ok());
+    EXPECT_EQ(t.value().tactic.id, 0);
+
+    // One candidate clearly ahead (the next is 40 % slower): no final rounds.
+    drifting_timer clear{{100.0, 140.0, 150.0, 160.0, 170.0, 180.0}, {}, {}, {}};
+    moe_autotuner clear_tuner({{&r}}, target(), bind(clear), quiet());
+    ASSERT_TRUE(clear_tuner.choose(small_desc(), 4).ok());
+    EXPECT_EQ(clear.timed.size(), 6u);
 }
