@@ -4,10 +4,9 @@
 # kernel's and the fused combine's slot loads in batches of 8 before the adds; rings of 2x2, 3x2, 2x3 K steps for
 # the 2-tile tactics). x's GPU tests, then per shape both binaries interleaved, three rounds, T = 1, 4, 16, 64, the
 # tactics that combine (fused at T = 1, the combine kernel above) and every 2-tile ring; pertac.py: lowest us per
-# tactic and T for each binary.
+# tactic and T for each binary (s29's script; the call ran an identical copy kept here then).
 set -u
 export LD_LIBRARY_PATH=$PWD/.device/lib
-E=bench/results/h200/experiments/2026-12-05-s30
 o=$OUT/r; mkdir -p $o
 timeout 200 .device/x/test_cuda > $o/gpu_test-x.log 2>&1; echo "test_cuda (x) rc=$?"
 grep -E "^\[  (PASSED|FAILED)|tests ran|Failure|FAILED" $o/gpu_test-x.log | head -20
@@ -20,6 +19,6 @@ for r in 1 2 3; do for s in glm-4.5-air deepseek-v3 qwen3-30b-a3b; do for b in n
     --no-auto --tactics "${TAC[$s]}" --json $o/$b-$s-r$r.json > $o/$b-$s-r$r.txt 2>&1 || echo "bench $b $s r$r failed"
 done; done; done
 for s in glm-4.5-air deepseek-v3 qwen3-30b-a3b; do for b in n x; do
-  echo "== $s $b"; python3 $E/pertac.py $o/$b-$s-r*.json
+  echo "== $s $b"; python3 bench/results/h200/experiments/2026-12-05-s29/pertac.py $o/$b-$s-r*.json
 done; done
 cd $OUT && tar czf r.tgz r && rm -rf r
