@@ -13,7 +13,6 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -33,7 +32,7 @@ status cuda_error(cudaError_t e, const char *what) {
 // Device workspace of the layer forward: routing and plan first, then the runners' scratch (one runs at a time,
 // so they share it).
 struct region {
-    std::size_t ids, weights, counts, offsets, perm, inv_perm, masked, plan_scratch, logits, early, runner, total;
+    std::size_t ids, weights, counts, offsets, perm, inv_perm, masked, plan_scratch, logits, runner, total;
 };
 region make_region(const moe_desc &d, std::int64_t max_tokens) {
     const std::size_t pairs = static_cast<std::size_t>(max_tokens * d.slots()), ne = d.total_experts();
@@ -49,7 +48,6 @@ region make_region(const moe_desc &d, std::int64_t max_tokens) {
     r.plan_scratch = take(
         4 * moe_plan_scratch_ints(static_cast<int>(max_tokens), static_cast<int>(d.slots()), static_cast<int>(ne)));
     r.logits = take(4 * static_cast<std::size_t>(max_tokens * d.experts));
-    r.early = take(4 * kEarlyExpertInts);
     const int h = static_cast<int>(d.hidden), i = static_cast<int>(d.intermediate), e = static_cast<int>(ne);
     const int k = static_cast<int>(d.slots()), t = static_cast<int>(max_tokens);
     r.runner = take(std::max(moe_decode_workspace(h, i, e, k, t), moe_grouped_workspace(h, i, e, k, t)));
@@ -75,10 +73,8 @@ const char *runner_name(gpu_runner r) {
 }
 
 // Runs the runner's kernels on a plan already in the workspace region.
-// `early`: the routing kernel's early-experts words when it ran just before (device routing at T <= 8), else null.
 status run_experts(const moe_desc &d, const gpu_moe_weights &w, const bf16_t *x, bf16_t *out, std::int64_t tokens,
-                   std::int64_t max_tokens, void *ws, gpu_tactic t, cudaStream_t stream,
-                   const std::uint32_t *early = nullptr) {
+                   std::int64_t max_tokens, void *ws, gpu_tactic t, cudaStream_t stream) {
     const region r = make_region(d, max_tokens);
     decode_batch b;
     b.hidden = static_cast<int>(d.hidden), b.inter = static_cast<int>(d.intermediate);
@@ -91,7 +87,6 @@ status run_experts(const moe_desc &d, const gpu_moe_weights &w, const bf16_t *x,
     b.counts = at<std::int32_t>(ws, r.counts), b.offsets = at<std::int32_t>(ws, r.offsets);
     b.perm = at<std::int32_t>(ws, r.perm), b.masked_pairs = at<std::int32_t>(ws, r.masked);
     b.workspace = at<void>(ws, r.runner);
-    b.early = early;
     const cudaError_t e = t.runner == gpu_runner::decode
                               ? moe_decode_run(w.decode(), b, kDecodeTactics[t.id], stream)
                               : moe_grouped_run(w.decode(), b, kGroupedTactics[t.id], stream);
@@ -339,14 +334,7 @@ status gpu_moe_forward(const moe_desc &d, const gpu_moe_weights &w, const bf16_t
     // sync, or one more graph node per layer to reset it).
     const auto *xb = reinterpret_cast<const std::uint16_t *>(x);
     const float *bias = d.routing.correction_bias ? w.bias() : nullptr;
-    const std::uint32_t *early = nullptr;
     if (moe_route_fused_preferred(T, rule)) { // decode: logits, then top-k + plan in one CTA (PDL chain)
-        // cuda.decode reads the experts early (its first weight copies go out while routing builds the plan).
-        static const bool no_early = [] {
-            const char *v = std::getenv("FP4MOE_EXP_NO_EARLY");
-            return v && *v == '1';
-        }();
-        if (t.runner == gpu_runner::decode && !no_early) pb.early = at<std::uint32_t>(ws, r.early), early = pb.early;
         if (auto e = moe_route_fused(xb, w.router(), bias, T, static_cast<int>(d.hidden), rule,
                                      static_cast<int>(max_tokens), at<float>(ws, r.logits), at<std::int32_t>(ws, r.ids),
                                      at<float>(ws, r.weights), nullptr, pb, stream, w.router_bf16());
@@ -361,7 +349,7 @@ status gpu_moe_forward(const moe_desc &d, const gpu_moe_weights &w, const bf16_t
                                       static_cast<int>(d.total_experts()), static_cast<int>(max_tokens), pb, stream)})
             if (e != cudaSuccess) return cuda_error(e, "cuda: MoE routing");
     }
-    return run_experts(d, w, x, out, tokens, max_tokens, ws, t, stream, early);
+    return run_experts(d, w, x, out, tokens, max_tokens, ws, t, stream);
 }
 
 result<std::vector<std::int32_t>> gpu_moe_counts(const moe_desc &d, std::int64_t max_tokens, const void *ws,

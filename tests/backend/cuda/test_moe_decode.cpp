@@ -13,8 +13,6 @@
 #include "../cpu/moe_case.h"
 #include "cuda_test_util.h"
 #include "device.h"
-#include "kernels/moe_decode.h"
-#include "kernels/moe_route.h"
 #include "moe_gpu.h"
 
 #include <cuda_runtime_api.h>
@@ -67,14 +65,6 @@ moe_desc deepseek_like() {
 
 std::uint32_t fresh_seed() {
     return std::random_device{}();
-}
-
-std::vector<float> download_floats(const void *dev, std::size_t n) {
-    std::vector<bf16_t> out(n);
-    FP4MOE_CUDA_CHECK(cudaMemcpy(out.data(), dev, 2 * n, cudaMemcpyDeviceToHost));
-    std::vector<float> got(n);
-    for (std::size_t i = 0; i < n; ++i) got[i] = bf16_to_float(out[i]);
-    return got;
 }
 
 // Whether routing x through L picks the same experts when every logit moves by up to 1e-5 (logits are of order
@@ -239,74 +229,6 @@ TEST(DecodeRunner, RefusesBf16AndMissingWeights) {
     EXPECT_NE(st.message().find("device weights"), std::string::npos) << st.message();
 }
 
-// The early-experts hint (decode_batch::early) is only a hint: gate_up's CTAs start their first weight copies
-// from it, then check it against the plan. Right, wrong (every CTA's guess another expert: its copies drained and
-// the right ones issued), of another batch (a token count that is not T) and never published (the 1 ms wait runs
-// out): every decode tactic still matches cpu.ref, permuted and masked, T in {1, 5, 8}.
-TEST(DecodeRunner, EarlyExpertHintRightWrongStaleOrMissing) {
-    SKIP_WITHOUT_GPU();
-    for (auto layout : {moe_layout::permuted, moe_layout::masked})
-        for (std::int64_t T : {1, 5, 8}) {
-            moe_desc d = glm_like();
-            d.layout = layout;
-            const std::uint32_t seed = fresh_seed();
-            SCOPED_TRACE(::testing::Message() << d.to_string() << " T=" << T << " seed=" << seed);
-            auto L = random_layer(d, seed);
-            const auto x = random_x(T, d.hidden, seed + 1);
-            const moe_plan p = route(*L, x, T);
-            auto oracle = cpu::make_ref_runner(true);
-            const auto ref = run_poisoned(*oracle, *L, p, x, {0, "fp64"});
-            auto w = cuda::gpu_moe_weights::upload(d, L->w);
-            ASSERT_TRUE(w.ok()) << w.get_status().to_string();
-            const int ne = static_cast<int>(d.total_experts()), slots = static_cast<int>(d.slots());
-            const std::size_t pairs = static_cast<std::size_t>(T) * slots;
-            const std::size_t ws_bytes = cuda::moe_decode_workspace(static_cast<int>(d.hidden),
-                                                                    static_cast<int>(d.intermediate), ne, slots,
-                                                                    static_cast<int>(p.max_tokens));
-            dev_mem dx(2 * x.size()), dout(2 * T * d.hidden), ids(4 * pairs), wts(4 * pairs), counts(4 * ne),
-                offsets(4 * (ne + 1)), perm(4 * pairs), masked(4 * p.masked_pairs.size()), ws(ws_bytes),
-                early(4 * cuda::kEarlyExpertInts);
-            auto up = [](const dev_mem &m, const void *src, std::size_t bytes) {
-                FP4MOE_CUDA_CHECK(cudaMemcpy(m.p, src, bytes, cudaMemcpyHostToDevice));
-            };
-            up(dx, x.data(), 2 * x.size()), up(ids, p.topk_ids.data(), 4 * pairs);
-            up(wts, p.topk_weights.data(), 4 * pairs), up(counts, p.counts.data(), 4 * ne);
-            up(offsets, p.offsets.data(), 4 * (ne + 1)), up(perm, p.perm.data(), 4 * pairs);
-            up(masked, p.masked_pairs.data(), 4 * p.masked_pairs.size());
-            cuda::decode_batch b;
-            b.hidden = static_cast<int>(d.hidden), b.inter = static_cast<int>(d.intermediate), b.num_experts = ne;
-            b.slots = slots, b.shared = static_cast<int>(d.shared), b.tokens = static_cast<int>(T);
-            b.max_tokens = static_cast<int>(p.max_tokens), b.masked = layout == moe_layout::masked;
-            b.x = dx.as<std::uint16_t>(), b.out = dout.as<std::uint16_t>(), b.topk_ids = ids.as<std::int32_t>();
-            b.topk_weights = wts.as<float>(), b.counts = counts.as<std::int32_t>();
-            b.offsets = offsets.as<std::int32_t>(), b.perm = perm.as<std::int32_t>();
-            b.masked_pairs = masked.as<std::int32_t>(), b.workspace = ws.p, b.early = early.as<std::uint32_t>();
-
-            std::vector<std::uint32_t> used(cuda::kEarlyExpertInts, 0u), unused = used;
-            for (int e = 0; e < ne; ++e) (p.counts[e] > 0 ? used : unused)[e / 32] |= 1u << (e % 32);
-            const auto t32 = static_cast<std::uint32_t>(T);
-            used[cuda::kEarlyExpertWords] = unused[cuda::kEarlyExpertWords] = t32;
-            std::vector<std::uint32_t> stale = used, missing = used;
-            stale[cuda::kEarlyExpertWords] = t32 + 1, missing[cuda::kEarlyExpertWords] = 0u;
-            const std::pair<const char *, const std::vector<std::uint32_t> *> hints[] = {
-                {"right", &used}, {"wrong", &unused}, {"stale", &stale}, {"missing", &missing}};
-            for (const auto &[what, words] : hints) {
-                up(early, words->data(), 4 * words->size());
-                for (int id = 0; id < cuda::kDecodeTacticCount; ++id) {
-                    FP4MOE_CUDA_CHECK(cudaMemset(dout.p, kPoison, 2 * T * d.hidden));
-                    FP4MOE_CUDA_CHECK(cudaMemset(ws.p, 0xFF, ws_bytes));
-                    ASSERT_EQ(cuda::moe_decode_run(w.value()->decode(), b, cuda::kDecodeTactics[id], nullptr),
-                              cudaSuccess);
-                    FP4MOE_CUDA_CHECK(cudaDeviceSynchronize());
-                    const auto got = download_floats(dout.p, T * d.hidden);
-                    const std::string tac = cuda::gpu_tactic_name({cuda::gpu_runner::decode, id});
-                    EXPECT_EQ(first_non_finite(got), -1) << what << " hint, " << tac;
-                    EXPECT_LT(normalized_error(got, ref), kTol) << what << " hint, " << tac;
-                }
-            }
-        }
-}
-
 TEST(GroupedRunner, RefusesBadTacticAndMissingWeights) {
     auto r = cuda::make_gpu_runner(cuda::gpu_runner::grouped);
     EXPECT_EQ(r->name(), "cuda.grouped");
@@ -353,6 +275,14 @@ void run_layer(const moe_desc &d, const cuda::gpu_moe_weights &w, cuda::gpu_runn
         FP4MOE_CUDA_CHECK(cudaGraphDestroy(g));
     }
     FP4MOE_CUDA_CHECK(cudaStreamSynchronize(s));
+}
+
+std::vector<float> download_floats(const void *dev, std::size_t n) {
+    std::vector<bf16_t> out(n);
+    FP4MOE_CUDA_CHECK(cudaMemcpy(out.data(), dev, 2 * n, cudaMemcpyDeviceToHost));
+    std::vector<float> got(n);
+    for (std::size_t i = 0; i < n; ++i) got[i] = bf16_to_float(out[i]);
+    return got;
 }
 
 // The whole layer on the device, routing included, against routing + cpu.ref on the CPU; then as a graph. T = 300

@@ -10,7 +10,6 @@
 #include "kernels/decode_device.cuh"
 #include "kernels/mma_dequant.h"
 #include "kernels/moe_decode.h"
-#include "kernels/moe_route.h"
 #include "kernels/pdl.cuh"
 
 #include <cuda_bf16.h>
@@ -25,7 +24,6 @@ using namespace decode_device;
 using namespace ptx;
 
 constexpr int kMaxExperts = 1024;
-constexpr int kEarlyMaxTokens = 8; // early_expert's premise: every used expert is one work group of <= 8 rows
 
 // 16 bf16 zeros: the B operand of a lane whose K block lies past the data.
 __device__ __align__(16) const std::uint16_t kZeroRow[16] = {};
@@ -102,51 +100,6 @@ __device__ group_pos find_group(const std::int32_t *__restrict__ counts, int num
     return found;
 }
 
-// The expert of work group `gi` as the routing kernel's early-experts words tell it (moe_route.h,
-// kEarlyExpertInts), before the plan is complete: at T <= 8 every used expert is exactly one work group (at most 8
-// rows), numbered in expert order as find_group numbers them, so group gi is the gi-th set bit. Lane 0 of warp 0
-// polls the token count; -1 when the count is not this batch's, nothing came within 1 ms (a safety net: the
-// routing kernel always publishes), or gi lies past the used experts. A guess: the caller checks it against
-// find_group. Whole CTA.
-__device__ int early_expert(const std::uint32_t *early, int num_experts, int tokens, int gi) {
-    constexpr unsigned kFull = 0xFFFFFFFFu;
-    __shared__ int found;
-    if (threadIdx.x < 32) {
-        const int lane = threadIdx.x;
-        int ok = 0;
-        if (lane == 0) {
-            const std::uint64_t t0 = global_timer_ns();
-            const auto want = static_cast<std::uint32_t>(tokens);
-            for (;;) {
-                const std::uint32_t n = load_relaxed_gpu(early + kEarlyExpertWords);
-                if (n >= want) {
-                    ok = n == want;
-                    break;
-                }
-                if (global_timer_ns() - t0 > 1000000) break;
-            }
-        }
-        int e = -1;
-        if (__shfl_sync(kFull, ok, 0)) {
-            fence_acquire_gpu();
-            const std::uint32_t w = lane < kEarlyExpertWords ? load_relaxed_gpu(early + lane) : 0u;
-            const int c = __popc(w);
-            int incl = c;
-#pragma unroll
-            for (int d = 1; d < 32; d <<= 1) {
-                const int o = __shfl_up_sync(kFull, incl, d);
-                if (lane >= d) incl += o;
-            }
-            if (gi >= incl - c && gi < incl) e = lane * 32 + static_cast<int>(__fns(w, 0, gi - (incl - c) + 1));
-            e = __reduce_max_sync(kFull, static_cast<unsigned>(e + 1)) - 1;
-            if (e >= num_experts) e = -1;
-        }
-        if (lane == 0) found = e;
-    }
-    __syncthreads();
-    return found;
-}
-
 // ---- the grouped mma kernel -----------------------------------------------------------------------------
 
 struct gemm_args {
@@ -171,7 +124,6 @@ struct gemm_args {
     const std::int32_t *topk_ids;
     std::uint16_t *out;
     bool fused_combine; // down's last warp per (token, tile) combines; else moe_combine_kernel runs after down
-    const std::uint32_t *early; // gate_up, T <= 8: the routing's early-experts words (decode_batch::early), or null
 };
 
 // Pair (token * slots + slot) of row `rr` of expert `e`.
@@ -214,55 +166,6 @@ __global__ void __launch_bounds__(W * 32, MB > 1 ? MB : 0) moe_gemm_kernel(const
         for (std::size_t off = cta * piece; off < sbytes; off += ctas * piece)
             prefetch_l2(sc + off, static_cast<std::uint32_t>(sbytes - off < piece ? sbytes - off : piece));
     }
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, lg = lane / 4, lt = lane % 4;
-    const int tile = (blockIdx.x * (W / KS) + warp / KS) * MT, kpart = warp % KS; // the warp's first tile
-    const bool has_tile = tile < g.tiles;
-    const int k_begin = g.ksteps * kpart / KS, k_end = g.ksteps * (kpart + 1) / KS;
-
-    // The bulk-copy ring (S > 0). A stage: for each of the MT tiles, U steps of packed weights then their scale
-    // codes. Lane 0 issues chunk c of expert tile weights q / scale codes sc into stage c % S.
-    extern __shared__ __align__(128) std::uint8_t ring_smem[];
-    constexpr int kStageQ = U * 512, kStageM = stage_bytes(U), kStage = MT * kStageM;
-    std::uint8_t *ring = ring_smem + warp * S * kStage;
-    auto *bars = reinterpret_cast<std::uint64_t *>(ring_smem + W * S * kStage) + warp * S;
-    const int chunks = (k_end - k_begin + U - 1) / U;
-    const int mt_valid = min(MT, g.tiles - tile); // tiles past the matrix (last warp) are not copied
-    auto issue = [&](int c, const std::uint8_t *q, const std::uint8_t *sc) { // lane 0
-        const int st = c % (S > 0 ? S : 1), k = k_begin + c * U, n = min(U, k_end - k);
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); // our reads of the slot come first
-        mbar_expect_tx(&bars[st], static_cast<std::uint32_t>(mt_valid * n * (512 + 64)));
-#pragma unroll
-        for (int m = 0; m < MT; ++m) {
-            if (m >= mt_valid) break;
-            const std::size_t tile_off = static_cast<std::size_t>(m) * g.ksteps; // tiles are K-step runs
-            bulk_copy(ring + st * kStage + m * kStageM, q + (tile_off + k) * 512, n * 512, &bars[st]);
-            bulk_copy(ring + st * kStage + m * kStageM + kStageQ, sc + (tile_off + k) * 64, n * 64, &bars[st]);
-        }
-    };
-    auto tile_q = [&](int e) { return g.wq + e * g.expert_q + static_cast<std::size_t>(tile) * g.ksteps * 512; };
-    auto tile_s = [&](int e) { return g.ws + e * g.expert_s + static_cast<std::size_t>(tile) * g.ksteps * 64; };
-    if constexpr (S > 0) {
-        if (lane == 0)
-            for (int st = 0; st < S; ++st) mbar_init(&bars[st], 1);
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-        __syncwarp();
-    }
-
-    // gate_up at T <= 8: the first weight copies from the expert the routing published right after its top-k,
-    // while routing still builds the plan (checked against the plan below; drained and reissued if wrong).
-    int e_early = -1;
-    if constexpr (GateUp && S > 0) {
-        if (g.early != nullptr) {
-            e_early = early_expert(g.early, g.num_experts, g.tokens, blockIdx.y);
-            if (e_early >= 0 && has_tile && lane == 0)
-                for (int c = 0; c < S && c < chunks; ++c) issue(c, tile_q(e_early), tile_s(e_early));
-        }
-    }
-    auto drain_early = [&] { // lane 0: the early copies have landed (their barriers' phase 0)
-        if (e_early >= 0 && has_tile && lane == 0)
-            for (int c = 0; c < S && c < chunks; ++c) mbar_wait(&bars[c], 0);
-    };
-
     if constexpr (GateUp) {
         wait_for_previous_kernel();
         allow_next_kernel();
@@ -284,12 +187,12 @@ __global__ void __launch_bounds__(W * 32, MB > 1 ? MB : 0) moe_gemm_kernel(const
         }
     }
     const group_pos gp = find_group<W>(g.counts, g.num_experts, NT, blockIdx.y);
-    if (!gp.valid) {
-        drain_early(); // no bulk copy may still be writing this CTA's shared memory when it exits
-        return;
-    }
+    if (!gp.valid) return;
     const int e = gp.e, tile0 = gp.tile0;
     const int count = g.counts[e];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, lg = lane / 4, lt = lane % 4;
+    const int tile = (blockIdx.x * (W / KS) + warp / KS) * MT, kpart = warp % KS; // the warp's first tile
+    const bool has_tile = tile < g.tiles;
 
     // down's epilogue needs the (token, slot) pair of each accumulator row and of the lane's combine row, and the
     // pairs' router weights: dependent global reads that would stall the warp for a few round trips after its
@@ -346,6 +249,7 @@ __global__ void __launch_bounds__(W * 32, MB > 1 ? MB : 0) moe_gemm_kernel(const
             for (int c = 0; c < kChains; ++c)
                 chain[m][n][c][0] = chain[m][n][c][1] = chain[m][n][c][2] = chain[m][n][c][3] = 0.0f;
 
+    const int k_begin = g.ksteps * kpart / KS, k_end = g.ksteps * (kpart + 1) / KS;
     const std::uint8_t *aq = g.wq + e * g.expert_q + (static_cast<std::size_t>(tile) * g.ksteps) * 512 + lane * 16;
     const std::uint8_t *as = g.ws + e * g.expert_s + (static_cast<std::size_t>(tile) * g.ksteps) * 64 + lane * 2;
 
@@ -395,19 +299,37 @@ __global__ void __launch_bounds__(W * 32, MB > 1 ? MB : 0) moe_gemm_kernel(const
             }
         }
     } else {
-        const std::uint8_t *tq = tile_q(e), *ts = tile_s(e); // this tile's weights and codes
-        // The first S chunks, unless the early copies were this expert's. A wrong guess: its copies land first
-        // (their phase 0 of each barrier), then the right ones, so every later wait is one phase on.
-        const std::uint32_t phase0 = e_early >= 0 && e_early != e ? 1u : 0u;
-        if (e_early != e && has_tile && lane == 0) {
-            drain_early();
-            for (int c = 0; c < S && c < chunks; ++c) issue(c, tq, ts);
-        }
+        extern __shared__ __align__(128) std::uint8_t ring_smem[];
+        // A stage: for each of the MT tiles, U steps of packed weights then their scale codes.
+        constexpr int kStageQ = U * 512, kStageM = stage_bytes(U), kStage = MT * kStageM;
+        std::uint8_t *ring = ring_smem + warp * S * kStage;
+        auto *bars = reinterpret_cast<std::uint64_t *>(ring_smem + W * S * kStage) + warp * S;
+        if (lane == 0)
+            for (int st = 0; st < S; ++st) mbar_init(&bars[st], 1);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        __syncwarp();
+        const std::uint8_t *tq = aq - lane * 16, *ts = as - lane * 2; // this tile's weights and codes
+        const int chunks = (k_end - k_begin + U - 1) / U;
+        const int mt_valid = min(MT, g.tiles - tile); // tiles past the matrix (last warp) are not copied
+        auto issue = [&](int c) {                     // lane 0
+            const int st = c % S, k = k_begin + c * U, n = min(U, k_end - k);
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); // our reads of the slot come first
+            mbar_expect_tx(&bars[st], static_cast<std::uint32_t>(mt_valid * n * (512 + 64)));
+#pragma unroll
+            for (int m = 0; m < MT; ++m) {
+                if (m >= mt_valid) break;
+                const std::size_t tile_off = static_cast<std::size_t>(m) * g.ksteps; // tiles are K-step runs
+                bulk_copy(ring + st * kStage + m * kStageM, tq + (tile_off + k) * 512, n * 512, &bars[st]);
+                bulk_copy(ring + st * kStage + m * kStageM + kStageQ, ts + (tile_off + k) * 64, n * 64, &bars[st]);
+            }
+        };
         // B runs P steps ahead (its own register ring, at most 4 deep however long a chunk is). A chunk whose
         // steps and prefetches all lie inside the data (warp-uniform test) loads B at constant offsets from one
         // pointer per token tile: no clamp, no select, no address math per step.
         constexpr int P = U < 4 ? U : 4;
         const int k_full = min(k_end, g.k_valid / 64);
+        if (has_tile && lane == 0)
+            for (int c = 0; c < S && c < chunks; ++c) issue(c);
         if constexpr (!GateUp) wait_for_previous_kernel(); // gate_up's act rows (and counters) from here on
         load_epilogue_weights();
         if (has_tile) {
@@ -416,7 +338,7 @@ __global__ void __launch_bounds__(W * 32, MB > 1 ? MB : 0) moe_gemm_kernel(const
             for (int u = 0; u < P; ++u) load_b(k_begin + u, bring[u]);
             for (int c = 0; c < chunks; ++c) {
                 const int st = c % S;
-                mbar_wait(&bars[st], (static_cast<std::uint32_t>(c / S) + phase0) & 1u);
+                mbar_wait(&bars[st], static_cast<std::uint32_t>((c / S) & 1));
                 const std::uint8_t *buf = ring + st * kStage;
                 const int k0 = k_begin + c * U;
                 auto consume = [&](int u) { // a tile past the matrix multiplies stale bytes, never stored
@@ -448,7 +370,7 @@ __global__ void __launch_bounds__(W * 32, MB > 1 ? MB : 0) moe_gemm_kernel(const
                         if (k0 + u < k_end) consume(u), load_b(k0 + u + P, bring[u % P]);
                 }
                 __syncwarp();
-                if (lane == 0 && c + S < chunks) issue(c + S, tq, ts);
+                if (lane == 0 && c + S < chunks) issue(c + S);
             }
         }
     }
@@ -711,9 +633,7 @@ cudaError_t moe_decode_run(const decode_weights &w, const decode_batch &b, decod
     g.expert_s = static_cast<std::size_t>(w.tiles_gu) * w.ksteps_gu * 64;
     g.k_valid = b.hidden, g.b = b.x, g.ldb = b.hidden;
     g.gs0 = w.gs_gate, g.gs1 = w.gs_up;
-    g.early = b.tokens <= kEarlyMaxTokens ? b.early : nullptr;
     if (auto st = dispatch<true>(g, max_groups, t, stream); st != cudaSuccess) return st;
-    g.early = nullptr;
 
     // down: B = act rows, K = I (padded row stride).
     g.wq = w.down_q, g.ws = w.down_s;

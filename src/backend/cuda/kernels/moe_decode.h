@@ -56,11 +56,6 @@ struct decode_batch {
     const std::int32_t *perm = nullptr;         ///< [T * slots] (permuted)
     const std::int32_t *masked_pairs = nullptr; ///< [NE * max_tokens] (masked)
     void *workspace = nullptr;                  ///< moe_decode_workspace(...) bytes, 256-byte aligned
-    /// Or null (used at T <= 8 only): the early-experts words (moe_route.h, kEarlyExpertInts) of the routing kernel
-    /// just before this run in the PDL chain. gate_up's CTAs (bulk-ring tactics) then wait there (at most 1 ms) for
-    /// the batch's experts and issue their first weight copies before the plan is complete; each CTA checks its
-    /// guess against the plan afterwards and, if it was wrong, drains those copies and starts over.
-    const std::uint32_t *early = nullptr;
 };
 
 /// A variant: `nt` token tiles of 8 per warp, `ksplit` warps sharing one weight tile's K; weights stream either

@@ -61,9 +61,9 @@ __global__ void __launch_bounds__(kThreads, 1) moe_route_topk_plan_kernel(route_
     extern __shared__ __align__(16) unsigned char smem_raw[];
     __shared__ unsigned long long s_exp2[32];
     __shared__ int s_bad[32];
+    allow_next_kernel();
     const route_plan_smem s = route_plan_carve(smem_raw, a, s_exp2, s_bad);
     route_plan_prologue<kThreads>(a, s);
-    allow_next_kernel(); // after the prologue zeroed the early-experts words
     wait_for_previous_kernel();
     route_plan_body<kPerLane, kThreads>(a, s);
 }

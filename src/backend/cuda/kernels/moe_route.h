@@ -84,19 +84,7 @@ struct plan_buffers {
     std::int32_t *masked_pairs = nullptr; ///< [num_experts * max_tokens]: expert e's i-th pair, -1 past counts[e]
     /// [moe_plan_scratch_ints(T, slots, num_experts)] for the multi-CTA plan of large batches; null: one CTA.
     std::int32_t *scratch = nullptr;
-    /// [kEarlyExpertInts] or null: the experts of the batch, published by moe_route_topk_plan before the plan
-    /// is done (see kEarlyExpertInts). Only moe_route_topk_plan (and moe_route_fused) write it.
-    std::uint32_t *early = nullptr;
 };
-
-/// The early-experts words: a bitmask of the experts (E + S bits) the batch's tokens use, then the number of
-/// tokens whose bits are in. moe_route_topk_plan zeroes them before it lets the next kernel launch, and each
-/// routing warp sets its token's bits and counts the token (after a release fence) right after its top-k, a few
-/// microseconds before the plan is complete and the kernel ends. A kernel of the PDL chain behind it may poll the
-/// count until it equals T to learn the experts early (the decode runner starts its first weight copies from
-/// them); what it reads there is a hint, to be checked against the plan once that is visible.
-constexpr int kEarlyExpertWords = 32; // E + S <= 1024
-constexpr int kEarlyExpertInts = kEarlyExpertWords + 1;
 
 /// Scratch ints moe_build_plan uses for a batch of `tokens` x `slots` pairs over `num_experts` (0: one CTA).
 std::size_t moe_plan_scratch_ints(int tokens, int slots, int num_experts);
@@ -124,8 +112,7 @@ bool moe_route_topk_plan_fits(int tokens, const route_rule &rule);
 /// block scan for offsets, rows by mask rank). Writes ids, weights, bad_token (as moe_route_topk) and every plan
 /// array of moe_build_plan (num_experts = E + S); masked_pairs in-kernel when (E + S) * max_tokens <= 65536, else
 /// with moe_build_plan's masked grid after it.
-/// PDL launch (waits for the previous kernel before reading logits; lets the next one launch once its prologue,
-/// which zeroes out.early, is done). With out.early: the early-experts words as kEarlyExpertInts describes.
+/// PDL launch (waits for the previous kernel before reading logits; lets the next one launch at once).
 /// Errors (nothing launched): moe_route_topk's and moe_build_plan's, and !moe_route_topk_plan_fits.
 /// T == 0: as moe_build_plan with T == 0.
 cudaError_t moe_route_topk_plan(const float *logits, const float *bias, int tokens, const route_rule &rule,

@@ -70,23 +70,6 @@ __device__ __forceinline__ void bulk_copy(void *dst, const void *src, std::uint3
 __device__ __forceinline__ void prefetch_l2(const void *p, std::uint32_t bytes) {
     asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
 }
-/// A word another kernel of the PDL chain may be writing: from L2, no ordering (pair with fence_acquire_gpu).
-__device__ __forceinline__ std::uint32_t load_relaxed_gpu(const std::uint32_t *p) {
-    std::uint32_t v;
-    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-/// After a relaxed load that saw another thread's release: later loads see what that thread wrote before it.
-__device__ __forceinline__ void fence_acquire_gpu() {
-    asm volatile("fence.acq_rel.gpu;" ::: "memory");
-}
-/// Nanoseconds of the GPU's global timer.
-__device__ __forceinline__ std::uint64_t global_timer_ns() {
-    std::uint64_t t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-
 /// Our generic-proxy reads of shared memory are ordered before the async proxy's next writes to it.
 __device__ __forceinline__ void fence_async_shared() {
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");

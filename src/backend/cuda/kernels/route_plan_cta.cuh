@@ -82,16 +82,11 @@ __device__ __forceinline__ route_plan_smem route_plan_carve(unsigned char *raw, 
     return s;
 }
 
-/// What does not depend on the previous kernel (masks zeroed, bias and exp table to shared memory, the
-/// early-experts words zeroed and fenced, so that the next kernel, launched after this, never reads an older
-/// batch's): before griddepcontrol.wait. Ends with a CTA barrier.
+/// What does not depend on the previous kernel (masks zeroed, bias and exp table to shared memory): before
+/// griddepcontrol.wait. Ends with a CTA barrier.
 template <int kThreads>
 __device__ __forceinline__ void route_plan_prologue(const route_plan_args &a, const route_plan_smem &s) {
     const int tid = threadIdx.x;
-    if (a.out.early != nullptr && tid < kEarlyExpertInts) {
-        a.out.early[tid] = 0u;
-        __threadfence();
-    }
     if (tid < 32) s.bad[tid] = 0;
     for (int e = tid; e < a.num_experts; e += kThreads) s.mask[e] = 0ull;
     if (a.rule.correction_bias)
@@ -138,17 +133,6 @@ __device__ __forceinline__ void route_plan_body(const route_plan_args &a, const 
                                   a.ids + p0, a.weights + p0, s.ids + p0, a.bad_token, scores_ready,
                                   scores_ready ? 1 - s.bad[t] : -1);
             __syncwarp();
-            if (a.out.early != nullptr) { // this token's experts for the next kernel, before the plan is done
-                for (int j = lane; j < slots; j += 32) {
-                    const int e = s.ids[p0 + j];
-                    if (e >= 0 && e < ne) atomicOr(a.out.early + e / 32, 1u << (e % 32));
-                }
-                __syncwarp();
-                if (lane == 0) {
-                    __threadfence(); // the bits (this warp's, ordered by the warp barrier) before the count
-                    atomicAdd(a.out.early + kEarlyExpertWords, 1u);
-                }
-            }
         }
     }
     __syncthreads();
