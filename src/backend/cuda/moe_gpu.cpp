@@ -179,6 +179,7 @@ std::string gpu_tactic_name(gpu_tactic t) {
     if (k.min_ctas > 1) name += fmt::format(", {} CTAs per SM", k.min_ctas);
     if (k.combine_kernel) name += ", combine kernel";
     if (k.warps != 4) name += fmt::format(", {} warps per CTA", k.warps);
+    if (k.shared_nt > k.nt) name += fmt::format(", shared nt={}", k.shared_nt);
     return name;
 }
 

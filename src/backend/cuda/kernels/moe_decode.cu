@@ -61,8 +61,13 @@ struct group_pos {
     int e, tile0, pad_row, valid;
 };
 
+// Groups of the last `shared` experts (shared experts: every token) hold `nt_shared` token tiles, the others `nt`.
+// `shared_first`: the shared experts' groups (and act rows) come first, so their longer CTAs start in the first
+// wave instead of lengthening the last.
 template <int W>
-__device__ group_pos find_group(const std::int32_t *__restrict__ counts, int num_experts, int nt, int gi) {
+__device__ group_pos find_group(const std::int32_t *__restrict__ counts, int num_experts, int nt, int nt_shared,
+                                int shared, bool shared_first, int gi) {
+    const int rot = shared_first ? num_experts - shared : 0; // scan position i holds expert (i + rot) % num_experts
     __shared__ int warp_g[W], warp_t[W];
     __shared__ group_pos found;
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
@@ -70,10 +75,10 @@ __device__ group_pos find_group(const std::int32_t *__restrict__ counts, int num
     if (tid == 0) found.valid = 0;
     int my_g = 0, my_t = 0;
     for (int i = 0; i < per; ++i) {
-        const int e = first + i;
-        if (e >= num_experts) break;
-        const int tiles = (counts[e] + 7) / 8;
-        my_t += tiles, my_g += (tiles + nt - 1) / nt;
+        if (first + i >= num_experts) break;
+        const int e = first + i + rot < num_experts ? first + i + rot : first + i + rot - num_experts;
+        const int tiles = (counts[e] + 7) / 8, n = e >= num_experts - shared ? nt_shared : nt;
+        my_t += tiles, my_g += (tiles + n - 1) / n;
     }
     int inc_g = my_g, inc_t = my_t; // inclusive warp scan
 #pragma unroll
@@ -87,10 +92,11 @@ __device__ group_pos find_group(const std::int32_t *__restrict__ counts, int num
     for (int w = 0; w < warp; ++w) base_g += warp_g[w], base_t += warp_t[w];
     if (gi >= base_g && gi < base_g + my_g) {
         for (int i = 0; i < per; ++i) {
-            const int e = first + i;
-            const int tiles = (counts[e] + 7) / 8, ng = (tiles + nt - 1) / nt;
+            const int e = first + i + rot < num_experts ? first + i + rot : first + i + rot - num_experts;
+            const int n = e >= num_experts - shared ? nt_shared : nt;
+            const int tiles = (counts[e] + 7) / 8, ng = (tiles + n - 1) / n;
             if (gi < base_g + ng) {
-                found = {e, (gi - base_g) * nt, 8 * base_t, 1};
+                found = {e, (gi - base_g) * n, 8 * base_t, 1};
                 break;
             }
             base_g += ng, base_t += tiles;
@@ -139,6 +145,9 @@ __host__ __device__ constexpr int ring_smem_bytes(int u, int stages, int mt, int
     return stages ? warps * stages * (mt * stage_bytes(u) + 8) : 0;
 }
 
+template <bool GateUp, int NT, int KS, int U, int S, int MT, int W, int P>
+__device__ __forceinline__ void gemm_group(const gemm_args &g, const group_pos &gp, float *red);
+
 // S = 0: each lane keeps U ksteps of its weights in flight in registers (a ring of 16-byte loads).
 // S > 0: lane 0 of each warp keeps S stages of U ksteps in flight with bulk copies into shared memory.
 // MT > 1 (bulk ring only): each warp multiplies MT consecutive 16-row weight tiles with the same B fragments
@@ -146,9 +155,14 @@ __host__ __device__ constexpr int ring_smem_bytes(int u, int stages, int mt, int
 // W: warps per CTA. MB: CTAs per SM the compiler must fit (registers capped at 65536 / (32 W MB)); 1 leaves it to
 // the compiler (0 in the bounds emits no .minnctapersm: an explicit 1 changed ptxas's choices, 2.6 % slower at
 // glm-4.5-air T = 64).
-template <bool GateUp, int NT, int KS, int U, int S, int MT, int MB, int W>
+// NTS: token tiles per group of the shared experts (NT for the others). At T = 64 a shared expert's 64 rows are 8
+// groups of NT = 1, each dequantizing the expert's weights again (~5 % of both GEMMs at glm-4.5-air); NTS > NT
+// multiplies each dequantized step with NTS token tiles instead. Its B ring is NT / NTS as deep, so both group
+// kinds hold the same registers for B.
+template <bool GateUp, int NT, int KS, int U, int S, int MT, int MB, int W, int NTS>
 __global__ void __launch_bounds__(W * 32, MB > 1 ? MB : 0) moe_gemm_kernel(const gemm_args g) {
     static_assert(MT == 1 || S > 0, "several tiles per warp need the bulk-copy ring");
+    static_assert(NTS == NT || S > 0, "shared-expert token tiles need the bulk-copy ring");
     // Programmatic dependent launch. gate_up lets down launch only once it has waited for routing: down's CTAs
     // may then read the plan (and, with the bulk ring, issue their first weight copies) while gate_up's last
     // CTAs still run, and wait for gate_up's act rows only before their first activation load.
@@ -186,8 +200,25 @@ __global__ void __launch_bounds__(W * 32, MB > 1 ? MB : 0) moe_gemm_kernel(const
                         g.out[static_cast<std::size_t>(t) * g.hidden + h] = 0x7FC0;
         }
     }
-    const group_pos gp = find_group<W>(g.counts, g.num_experts, NT, blockIdx.y);
+    const group_pos gp = find_group<W>(g.counts, g.num_experts, NT, NTS, g.shared, NTS != NT, blockIdx.y);
     if (!gp.valid) return;
+    // The K parts' partial sums meet in shared memory: with the bulk ring, in each warp's own ring (free once its
+    // K loop is done; the ring is larger than any warp's partials); with the register ring, in this array.
+    __shared__ float red[S == 0 && KS > 1 ? W * MT * NT * 4 * 32 : 1];
+    constexpr int P = U < 4 ? U : 4; // B's lead in K steps (bulk ring)
+    if constexpr (NTS != NT)
+        if (gp.e >= g.num_experts - g.shared) {
+            gemm_group<GateUp, NTS, KS, U, S, MT, W, (P * NT / NTS > 0 ? P * NT / NTS : 1)>(g, gp, red);
+            return;
+        }
+    gemm_group<GateUp, NT, KS, U, S, MT, W, P>(g, gp, red);
+}
+
+// The GEMM of one work group (expert gp.e, token tiles gp.tile0 ..+NT) for this CTA's weight tiles. P: how many K
+// steps ahead B is loaded (bulk ring; the register ring loads it U steps ahead). `red`: the register ring's K-part
+// buffer ([W][MT * NT * 4][32] floats).
+template <bool GateUp, int NT, int KS, int U, int S, int MT, int W, int P>
+__device__ __forceinline__ void gemm_group(const gemm_args &g, const group_pos &gp, float *red) {
     const int e = gp.e, tile0 = gp.tile0;
     const int count = g.counts[e];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, lg = lane / 4, lt = lane % 4;
@@ -267,7 +298,7 @@ __global__ void __launch_bounds__(W * 32, MB > 1 ? MB : 0) moe_gemm_kernel(const
             dst[n][1] = __ldg(reinterpret_cast<const uint4 *>(p + 8));
         }
     };
-    uint4 bring[U][NT][2];
+    uint4 bring[S == 0 ? U : P][NT][2];
     auto step = [&](const uint4 &qv, std::uint32_t codes, const uint4(&b)[NT][2]) { // register ring: MT = 1
         mma_kstep<NT, kChains>(chain[0], qv, codes, b);
     };
@@ -326,7 +357,6 @@ __global__ void __launch_bounds__(W * 32, MB > 1 ? MB : 0) moe_gemm_kernel(const
         // B runs P steps ahead (its own register ring, at most 4 deep however long a chunk is). A chunk whose
         // steps and prefetches all lie inside the data (warp-uniform test) loads B at constant offsets from one
         // pointer per token tile: no clamp, no select, no address math per step.
-        constexpr int P = U < 4 ? U : 4;
         const int k_full = min(k_end, g.k_valid / 64);
         if (has_tile && lane == 0)
             for (int c = 0; c < S && c < chunks; ++c) issue(c);
@@ -388,24 +418,37 @@ __global__ void __launch_bounds__(W * 32, MB > 1 ? MB : 0) moe_gemm_kernel(const
             }
 
     if constexpr (KS > 1) {
-        __shared__ float red[W][MT * NT * 4][32];
-        if (kpart != 0)
+        constexpr int kRows = MT * NT * 4; // a warp's partials: [kRows][32] floats
+        static_assert(S == 0 || S * MT * stage_bytes(U) >= kRows * 32 * 4, "a warp's ring holds its partials");
+        auto part_of = [&](int w) { // warp w's partials
+            if constexpr (S > 0) {
+                extern __shared__ __align__(128) std::uint8_t ring_smem[];
+                return reinterpret_cast<float *>(ring_smem + w * S * MT * stage_bytes(U));
+            } else {
+                return red + w * kRows * 32;
+            }
+        };
+        if (kpart != 0) {
+            float *mine = part_of(warp);
 #pragma unroll
             for (int m = 0; m < MT; ++m)
 #pragma unroll
                 for (int n = 0; n < NT; ++n)
 #pragma unroll
-                    for (int i = 0; i < 4; ++i) red[warp][(m * NT + n) * 4 + i][lane] = acc[m][n][i];
+                    for (int i = 0; i < 4; ++i) mine[((m * NT + n) * 4 + i) * 32 + lane] = acc[m][n][i];
+        }
         __syncthreads();
         if (kpart != 0) return;
 #pragma unroll
-        for (int p = 1; p < KS; ++p)
+        for (int p = 1; p < KS; ++p) {
+            const float *theirs = part_of(warp + p);
 #pragma unroll
             for (int m = 0; m < MT; ++m)
 #pragma unroll
                 for (int n = 0; n < NT; ++n)
 #pragma unroll
-                    for (int i = 0; i < 4; ++i) acc[m][n][i] += red[warp + p][(m * NT + n) * 4 + i][lane];
+                    for (int i = 0; i < 4; ++i) acc[m][n][i] += theirs[((m * NT + n) * 4 + i) * 32 + lane];
+        }
     }
     if (!has_tile) return;
 
@@ -446,18 +489,18 @@ __global__ void __launch_bounds__(W * 32, MB > 1 ? MB : 0) moe_gemm_kernel(const
     }
 }
 
-template <bool GateUp, int NT, int KS, int U, int S, int MT, int MB, int W>
+template <bool GateUp, int NT, int KS, int U, int S, int MT, int MB, int W, int NTS>
 cudaError_t launch_gemm(const gemm_args &g, int max_groups, cudaStream_t stream) {
     static_assert(W % KS == 0, "a tile's K parts are warps of one CTA");
     constexpr int per_cta = W / KS * MT; // weight tiles per CTA
     const dim3 grid((g.tiles + per_cta - 1) / per_cta, max_groups);
     constexpr int smem = ring_smem_bytes(U, S, MT, W);
     if constexpr (smem > 48 * 1024) { // once per instance: not a stream operation, fine during capture
-        static const cudaError_t set = cudaFuncSetAttribute(moe_gemm_kernel<GateUp, NT, KS, U, S, MT, MB, W>,
+        static const cudaError_t set = cudaFuncSetAttribute(moe_gemm_kernel<GateUp, NT, KS, U, S, MT, MB, W, NTS>,
                                                             cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         if (set != cudaSuccess) return set;
     }
-    return launch_pdl(moe_gemm_kernel<GateUp, NT, KS, U, S, MT, MB, W>, grid, dim3(W * 32), smem, 1, stream, g);
+    return launch_pdl(moe_gemm_kernel<GateUp, NT, KS, U, S, MT, MB, W, NTS>, grid, dim3(W * 32), smem, 1, stream, g);
 }
 
 // The weighted combine as a kernel of its own (tactics with `combine_kernel`): out[t] = the sum over slots, in
@@ -496,13 +539,17 @@ __global__ void __launch_bounds__(256)
 } // namespace
 
 // The tactic table: (nt, ksplit, ksteps per load group, bulk-copy stages or 0 for the register ring[, ksplit
-// of the down GEMM[, weight tiles per warp[, CTAs per SM[, combine kernel[, warps per CTA]]]]]). Then the T = 1
+// of the down GEMM[, weight tiles per warp[, CTAs per SM[, combine kernel[, warps per CTA[, token tiles per
+// group of the shared experts]]]]]]). Then the T = 1
 // favourites of the H200 sweep held to 6 CTAs per SM (glm-4.5-air's gate_up at T = 1 is 792 CTAs: one wave at 6, 1.2
 // at 5), the sweep's T >= 4 favourites with the combine as a kernel of its own, and CTAs of 8 warps. Why those: an
 // SM's warp schedulers favour the warps of the CTAs that arrived first, so with one wave of six 4-warp CTAs per SM
 // each CTA's K loop takes ~1.8 us longer than the one before it (glm-4.5-air T = 1, gate_up: 10.1 -> 18.8 us) and the
 // last one runs alone, one warp per scheduler; 3 CTAs of 8 warps leave two per scheduler at the end (qwen3-30b-a3b
-// T = 1 on the H200: 28.0 against 30.4 us; no gain at the larger shapes, bench/results/h200/NOTES.md).
+// T = 1 on the H200: 28.0 against 30.4 us; no gain at the larger shapes, bench/results/h200/NOTES.md). Last, the
+// T = 64 favourites with the shared experts' rows in groups of 2 token tiles (each dequantized step serves 16
+// tokens instead of 8), as compiled (4 CTAs per SM) and held to 5 CTAs per SM. (4 token tiles spill: 128 registers
+// and 192 bytes of spill stores in down.)
 const decode_tactic kDecodeTactics[] = {{1, 2, 2, 4},
                                         {1, 1, 2, 4},
                                         {1, 4, 2, 4},
@@ -540,17 +587,22 @@ const decode_tactic kDecodeTactics[] = {{1, 2, 2, 4},
                                         {1, 1, 4, 2, 0, 1, 6, true},
                                         {1, 2, 4, 2, 1, 1, 3, false, 8},
                                         {1, 4, 4, 2, 2, 1, 3, false, 8},
-                                        {1, 1, 4, 2, 0, 2, 2, true, 8}};
+                                        {1, 1, 4, 2, 0, 2, 2, true, 8},
+                                        {1, 1, 4, 2, 0, 2, 0, true, 4, 2},
+                                        {1, 1, 4, 2, 0, 2, 5, true, 4, 2},
+                                        {1, 2, 4, 2, 1, 2, 5, true, 4, 2},
+                                        {1, 2, 4, 2, 1, 2, 0, true, 4, 2}};
 const int kDecodeTacticCount = static_cast<int>(std::size(kDecodeTactics));
 
 namespace {
 
 template <bool GateUp>
 cudaError_t dispatch(const gemm_args &g, int max_groups, decode_tactic t, cudaStream_t stream) {
-#define FP4MOE_DECODE_CASE_W(NT_, KS_, U_, S_, MT_, MB_, W_)                                                           \
+#define FP4MOE_DECODE_CASE_NTS(NT_, KS_, U_, S_, MT_, MB_, W_, NTS_)                                                  \
     if (t.nt == NT_ && t.ksplit == KS_ && t.inflight == U_ && t.stages == S_ && t.mt == MT_ &&                         \
-        std::max(1, t.min_ctas) == MB_ && t.warps == W_)                                                               \
-        return launch_gemm<GateUp, NT_, KS_, U_, S_, MT_, MB_, W_>(g, max_groups, stream);
+        std::max(1, t.min_ctas) == MB_ && t.warps == W_ && (t.shared_nt > 0 ? t.shared_nt : t.nt) == NTS_)            \
+        return launch_gemm<GateUp, NT_, KS_, U_, S_, MT_, MB_, W_, NTS_>(g, max_groups, stream);
+#define FP4MOE_DECODE_CASE_W(NT_, KS_, U_, S_, MT_, MB_, W_) FP4MOE_DECODE_CASE_NTS(NT_, KS_, U_, S_, MT_, MB_, W_, NT_)
 #define FP4MOE_DECODE_CASE_OCC(NT_, KS_, U_, S_, MT_, MB_) FP4MOE_DECODE_CASE_W(NT_, KS_, U_, S_, MT_, MB_, 4)
 #define FP4MOE_DECODE_CASE_MT(NT_, KS_, U_, S_, MT_) FP4MOE_DECODE_CASE_OCC(NT_, KS_, U_, S_, MT_, 1)
 #define FP4MOE_DECODE_CASE(NT_, KS_, U_, S_) FP4MOE_DECODE_CASE_MT(NT_, KS_, U_, S_, 1)
@@ -581,6 +633,11 @@ cudaError_t dispatch(const gemm_args &g, int max_groups, decode_tactic t, cudaSt
     FP4MOE_DECODE_CASE_W(1, 4, 4, 2, 1, 3, 8)
     FP4MOE_DECODE_CASE_W(1, 1, 4, 2, 1, 3, 8)
     FP4MOE_DECODE_CASE_W(1, 1, 4, 2, 2, 2, 8)
+    FP4MOE_DECODE_CASE_NTS(1, 1, 4, 2, 2, 1, 4, 2)
+    FP4MOE_DECODE_CASE_NTS(1, 1, 4, 2, 2, 5, 4, 2)
+    FP4MOE_DECODE_CASE_NTS(1, 2, 4, 2, 2, 5, 4, 2)
+    FP4MOE_DECODE_CASE_NTS(1, 2, 4, 2, 2, 1, 4, 2)
+#undef FP4MOE_DECODE_CASE_NTS
 #undef FP4MOE_DECODE_CASE_W
 #undef FP4MOE_DECODE_CASE_OCC
 #undef FP4MOE_DECODE_CASE_MT
