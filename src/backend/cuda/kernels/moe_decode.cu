@@ -598,9 +598,9 @@ namespace {
 
 template <bool GateUp>
 cudaError_t dispatch(const gemm_args &g, int max_groups, decode_tactic t, cudaStream_t stream) {
-#define FP4MOE_DECODE_CASE_NTS(NT_, KS_, U_, S_, MT_, MB_, W_, NTS_)                                                  \
+#define FP4MOE_DECODE_CASE_NTS(NT_, KS_, U_, S_, MT_, MB_, W_, NTS_)                                                   \
     if (t.nt == NT_ && t.ksplit == KS_ && t.inflight == U_ && t.stages == S_ && t.mt == MT_ &&                         \
-        std::max(1, t.min_ctas) == MB_ && t.warps == W_ && (t.shared_nt > 0 ? t.shared_nt : t.nt) == NTS_)            \
+        std::max(1, t.min_ctas) == MB_ && t.warps == W_ && (t.shared_nt > 0 ? t.shared_nt : t.nt) == NTS_)             \
         return launch_gemm<GateUp, NT_, KS_, U_, S_, MT_, MB_, W_, NTS_>(g, max_groups, stream);
 #define FP4MOE_DECODE_CASE_W(NT_, KS_, U_, S_, MT_, MB_, W_) FP4MOE_DECODE_CASE_NTS(NT_, KS_, U_, S_, MT_, MB_, W_, NT_)
 #define FP4MOE_DECODE_CASE_OCC(NT_, KS_, U_, S_, MT_, MB_) FP4MOE_DECODE_CASE_W(NT_, KS_, U_, S_, MT_, MB_, 4)
