@@ -59,11 +59,13 @@ __host__ __device__ inline layout make_layout(int hidden, int inter, int num_exp
 // threads): cheaper than a separate one-CTA kernel and its launch between routing and the GEMMs.
 struct group_pos {
     int e, tile0, pad_row, valid;
+    int nt; // token tiles of this group
 };
 
-// Groups of the last `shared` experts (shared experts: every token) hold `nt_shared` token tiles, the others `nt`.
-// `shared_first`: the shared experts' groups (and act rows) come first, so their longer CTAs start in the first
-// wave instead of lengthening the last.
+// An expert with more than `nt` tiles of rows (the shared experts from T = 9, a routed one with 9 or more tokens at
+// nt = 1) is cut into groups of `nt_shared` >= nt tiles, so each dequantized weight step feeds more of its rows;
+// the others make groups of `nt`. `shared_first`: the shared experts' groups (and act rows) come first, so their
+// longer CTAs start in the first wave instead of lengthening the last.
 template <int W>
 __device__ group_pos find_group(const std::int32_t *__restrict__ counts, int num_experts, int nt, int nt_shared,
                                 int shared, bool shared_first, int gi) {
@@ -77,7 +79,7 @@ __device__ group_pos find_group(const std::int32_t *__restrict__ counts, int num
     for (int i = 0; i < per; ++i) {
         if (first + i >= num_experts) break;
         const int e = first + i + rot < num_experts ? first + i + rot : first + i + rot - num_experts;
-        const int tiles = (counts[e] + 7) / 8, n = e >= num_experts - shared ? nt_shared : nt;
+        const int tiles = (counts[e] + 7) / 8, n = tiles > nt ? nt_shared : nt;
         my_t += tiles, my_g += (tiles + n - 1) / n;
     }
     int inc_g = my_g, inc_t = my_t; // inclusive warp scan
@@ -93,10 +95,9 @@ __device__ group_pos find_group(const std::int32_t *__restrict__ counts, int num
     if (gi >= base_g && gi < base_g + my_g) {
         for (int i = 0; i < per; ++i) {
             const int e = first + i + rot < num_experts ? first + i + rot : first + i + rot - num_experts;
-            const int n = e >= num_experts - shared ? nt_shared : nt;
-            const int tiles = (counts[e] + 7) / 8, ng = (tiles + n - 1) / n;
+            const int tiles = (counts[e] + 7) / 8, n = tiles > nt ? nt_shared : nt, ng = (tiles + n - 1) / n;
             if (gi < base_g + ng) {
-                found = {e, (gi - base_g) * n, 8 * base_t, 1};
+                found = {e, (gi - base_g) * n, 8 * base_t, 1, n};
                 break;
             }
             base_g += ng, base_t += tiles;
@@ -155,10 +156,10 @@ __device__ __forceinline__ void gemm_group(const gemm_args &g, const group_pos &
 // W: warps per CTA. MB: CTAs per SM the compiler must fit (registers capped at 65536 / (32 W MB)); 1 leaves it to
 // the compiler (0 in the bounds emits no .minnctapersm: an explicit 1 changed ptxas's choices, 2.6 % slower at
 // glm-4.5-air T = 64).
-// NTS: token tiles per group of the shared experts (NT for the others). At T = 64 a shared expert's 64 rows are 8
-// groups of NT = 1, each dequantizing the expert's weights again (~5 % of both GEMMs at glm-4.5-air); NTS > NT
-// multiplies each dequantized step with NTS token tiles instead. Its B ring is NT / NTS as deep, so both group
-// kinds hold the same registers for B.
+// NTS: token tiles per group of an expert with more than NT tiles of rows (find_group). At T = 64 a shared expert's
+// 64 rows were 8 groups of NT = 1, each dequantizing the expert's weights again (~5 % of both GEMMs at
+// glm-4.5-air); NTS > NT multiplies each dequantized step with NTS token tiles instead. Its B ring is NT / NTS as deep,
+// so both group kinds hold the same registers for B.
 template <bool GateUp, int NT, int KS, int U, int S, int MT, int MB, int W, int NTS>
 __global__ void __launch_bounds__(W * 32, MB > 1 ? MB : 0) moe_gemm_kernel(const gemm_args g) {
     static_assert(MT == 1 || S > 0, "several tiles per warp need the bulk-copy ring");
@@ -207,7 +208,7 @@ __global__ void __launch_bounds__(W * 32, MB > 1 ? MB : 0) moe_gemm_kernel(const
     __shared__ float red[S == 0 && KS > 1 ? W * MT * NT * 4 * 32 : 1];
     constexpr int P = U < 4 ? U : 4; // B's lead in K steps (bulk ring)
     if constexpr (NTS != NT)
-        if (gp.e >= g.num_experts - g.shared) {
+        if (gp.nt == NTS) {
             gemm_group<GateUp, NTS, KS, U, S, MT, W, (P * NT / NTS > 0 ? P * NT / NTS : 1)>(g, gp, red);
             return;
         }
@@ -547,8 +548,9 @@ __global__ void __launch_bounds__(256)
 // each CTA's K loop takes ~1.8 us longer than the one before it (glm-4.5-air T = 1, gate_up: 10.1 -> 18.8 us) and the
 // last one runs alone, one warp per scheduler; 3 CTAs of 8 warps leave two per scheduler at the end (qwen3-30b-a3b
 // T = 1 on the H200: 28.0 against 30.4 us; no gain at the larger shapes, bench/results/h200/NOTES.md). Last, the
-// T = 64 favourites with the shared experts' rows in groups of 2 token tiles (each dequantized step serves 16
-// tokens instead of 8), as compiled (4 CTAs per SM) and held to 5 CTAs per SM. (4 token tiles spill: 128 registers
+// T = 64 favourites with the rows of every expert holding more than one token tile (the shared experts from T = 9,
+// a routed expert with 9+ tokens) in groups of 2 tiles (each dequantized step serves 16 tokens instead of 8), as
+// compiled (4 CTAs per SM) and held to 5 CTAs per SM. (4 token tiles spill: 128 registers
 // and 192 bytes of spill stores in down.)
 const decode_tactic kDecodeTactics[] = {{1, 2, 2, 4},
                                         {1, 1, 2, 4},

@@ -74,7 +74,9 @@ struct decode_tactic {
     int min_ctas = 0;            ///< > 1: registers capped so this many CTAs fit on an SM (a grid of one wave at T = 1)
     bool combine_kernel = false; ///< the weighted combine as a third kernel instead of down's last warp per token
     int warps = 4;               ///< warps per CTA (a multiple of ksplit and of down_ksplit)
-    int shared_nt = 0;           ///< > nt: token tiles per work group of the shared experts (bulk ring only)
+    /// > nt: token tiles per work group of an expert with more than nt tiles of rows (the shared experts from T = 9;
+    /// named for them, which it was first built for), so each dequantized step feeds more rows (bulk ring only)
+    int shared_nt = 0;
 };
 
 /// Whether `w` and `b` describe a batch the CUDA runners accept: positive sizes, H and I multiples of 16, fewer
