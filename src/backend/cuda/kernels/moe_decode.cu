@@ -63,9 +63,9 @@ struct group_pos {
 };
 
 // An expert with more than `nt` tiles of rows (the shared experts from T = 9, a routed one with 9 or more tokens at
-// nt = 1) is cut into groups of `nt_shared` >= nt tiles, so each dequantized weight step feeds more of its rows;
-// the others make groups of `nt`. `shared_first`: the shared experts' groups (and act rows) come first, so their
-// longer CTAs start in the first wave instead of lengthening the last.
+// nt = 1) is cut into groups of `nt_shared` >= nt tiles (the name is the tactic field's, shared_nt), so each
+// dequantized weight step feeds more of its rows; the others make groups of `nt`. `shared_first`: the shared experts'
+// groups (and act rows) come first, so their longer CTAs start in the first wave instead of lengthening the last.
 template <int W>
 __device__ group_pos find_group(const std::int32_t *__restrict__ counts, int num_experts, int nt, int nt_shared,
                                 int shared, bool shared_first, int gi) {
@@ -163,7 +163,7 @@ __device__ __forceinline__ void gemm_group(const gemm_args &g, const group_pos &
 template <bool GateUp, int NT, int KS, int U, int S, int MT, int MB, int W, int NTS>
 __global__ void __launch_bounds__(W * 32, MB > 1 ? MB : 0) moe_gemm_kernel(const gemm_args g) {
     static_assert(MT == 1 || S > 0, "several tiles per warp need the bulk-copy ring");
-    static_assert(NTS == NT || S > 0, "shared-expert token tiles need the bulk-copy ring");
+    static_assert(NTS == NT || S > 0, "wider groups (NTS) need the bulk-copy ring");
     // Programmatic dependent launch. gate_up lets down launch only once it has waited for routing: down's CTAs
     // may then read the plan (and, with the bulk ring, issue their first weight copies) while gate_up's last
     // CTAs still run, and wait for gate_up's act rows only before their first activation load.
@@ -541,7 +541,7 @@ __global__ void __launch_bounds__(256)
 
 // The tactic table: (nt, ksplit, ksteps per load group, bulk-copy stages or 0 for the register ring[, ksplit
 // of the down GEMM[, weight tiles per warp[, CTAs per SM[, combine kernel[, warps per CTA[, token tiles per
-// group of the shared experts]]]]]]). Then the T = 1
+// group of an expert with more than nt tiles]]]]]]). Then the T = 1
 // favourites of the H200 sweep held to 6 CTAs per SM (glm-4.5-air's gate_up at T = 1 is 792 CTAs: one wave at 6, 1.2
 // at 5), the sweep's T >= 4 favourites with the combine as a kernel of its own, and CTAs of 8 warps. Why those: an
 // SM's warp schedulers favour the warps of the CTAs that arrived first, so with one wave of six 4-warp CTAs per SM
@@ -550,8 +550,8 @@ __global__ void __launch_bounds__(256)
 // T = 1 on the H200: 28.0 against 30.4 us; no gain at the larger shapes, bench/results/h200/NOTES.md). Last, the
 // T = 64 favourites with the rows of every expert holding more than one token tile (the shared experts from T = 9,
 // a routed expert with 9+ tokens) in groups of 2 tiles (each dequantized step serves 16 tokens instead of 8), as
-// compiled (4 CTAs per SM) and held to 5 CTAs per SM. (4 token tiles spill: 128 registers
-// and 192 bytes of spill stores in down.)
+// compiled (4 CTAs per SM) and held to 5 CTAs per SM. (4 token tiles spill: 128 registers and 192 bytes of
+// spill stores in down.)
 const decode_tactic kDecodeTactics[] = {{1, 2, 2, 4},
                                         {1, 1, 2, 4},
                                         {1, 4, 2, 4},
