@@ -180,6 +180,7 @@ std::string gpu_tactic_name(gpu_tactic t) {
     if (k.combine_kernel) name += ", combine kernel";
     if (k.warps != 4) name += fmt::format(", {} warps per CTA", k.warps);
     if (k.shared_nt > k.nt) name += fmt::format(", shared nt={}", k.shared_nt);
+    if (k.gate_up_in_order) name += ", gate_up in stream order";
     return name;
 }
 

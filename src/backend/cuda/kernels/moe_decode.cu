@@ -491,7 +491,7 @@ __device__ __forceinline__ void gemm_group(const gemm_args &g, const group_pos &
 }
 
 template <bool GateUp, int NT, int KS, int U, int S, int MT, int MB, int W, int NTS>
-cudaError_t launch_gemm(const gemm_args &g, int max_groups, cudaStream_t stream) {
+cudaError_t launch_gemm(const gemm_args &g, int max_groups, bool in_order, cudaStream_t stream) {
     static_assert(W % KS == 0, "a tile's K parts are warps of one CTA");
     constexpr int per_cta = W / KS * MT; // weight tiles per CTA
     const dim3 grid((g.tiles + per_cta - 1) / per_cta, max_groups);
@@ -501,6 +501,9 @@ cudaError_t launch_gemm(const gemm_args &g, int max_groups, cudaStream_t stream)
                                                             cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         if (set != cudaSuccess) return set;
     }
+    if (in_order)
+        return launch_in_order(moe_gemm_kernel<GateUp, NT, KS, U, S, MT, MB, W, NTS>, grid, dim3(W * 32), smem, stream,
+                               g);
     return launch_pdl(moe_gemm_kernel<GateUp, NT, KS, U, S, MT, MB, W, NTS>, grid, dim3(W * 32), smem, 1, stream, g);
 }
 
@@ -541,7 +544,7 @@ __global__ void __launch_bounds__(256)
 
 // The tactic table: (nt, ksplit, ksteps per load group, bulk-copy stages or 0 for the register ring[, ksplit
 // of the down GEMM[, weight tiles per warp[, CTAs per SM[, combine kernel[, warps per CTA[, token tiles per
-// group of an expert with more than nt tiles]]]]]]). Then the T = 1
+// group of an expert with more than nt tiles[, gate_up in stream order]]]]]]]). Then the T = 1
 // favourites of the H200 sweep held to 6 CTAs per SM (glm-4.5-air's gate_up at T = 1 is 792 CTAs: one wave at 6, 1.2
 // at 5), the sweep's T >= 4 favourites with the combine as a kernel of its own, and CTAs of 8 warps. Why those: an
 // SM's warp schedulers favour the warps of the CTAs that arrived first, so with one wave of six 4-warp CTAs per SM
@@ -551,7 +554,8 @@ __global__ void __launch_bounds__(256)
 // T = 64 favourites with the rows of every expert holding more than one token tile (the shared experts from T = 9,
 // a routed expert with 9+ tokens) in groups of 2 tiles (each dequantized step serves 16 tokens instead of 8), as
 // compiled (4 CTAs per SM) and held to 5 CTAs per SM. (4 token tiles spill: 128 registers and 192 bytes of
-// spill stores in down.)
+// spill stores in down.) Last, T <= 4 candidates with gate_up launched in stream order after routing instead of as a
+// programmatic dependent launch (decode_tactic::gate_up_in_order): which is faster depends on the tactic and T.
 const decode_tactic kDecodeTactics[] = {{1, 2, 2, 4},
                                         {1, 1, 2, 4},
                                         {1, 4, 2, 4},
@@ -593,7 +597,15 @@ const decode_tactic kDecodeTactics[] = {{1, 2, 2, 4},
                                         {1, 1, 4, 2, 0, 2, 0, true, 4, 2},
                                         {1, 1, 4, 2, 0, 2, 5, true, 4, 2},
                                         {1, 2, 4, 2, 1, 2, 5, true, 4, 2},
-                                        {1, 2, 4, 2, 1, 2, 0, true, 4, 2}};
+                                        {1, 2, 4, 2, 1, 2, 0, true, 4, 2},
+                                        {1, 2, 4, 2, 0, 1, 0, false, 4, 0, true},
+                                        {1, 2, 8, 2, 0, 1, 0, false, 4, 0, true},
+                                        {1, 1, 4, 2, 0, 1, 0, true, 4, 0, true},
+                                        {1, 2, 4, 2, 1, 1, 6, false, 4, 0, true},
+                                        {1, 2, 4, 2, 1, 2, 0, false, 4, 0, true},
+                                        {1, 2, 4, 2, 1, 2, 0, true, 4, 0, true},
+                                        {1, 1, 4, 2, 0, 2, 0, true, 4, 2, true},
+                                        {1, 2, 4, 2, 1, 2, 0, true, 4, 2, true}};
 const int kDecodeTacticCount = static_cast<int>(std::size(kDecodeTactics));
 
 namespace {
@@ -603,7 +615,8 @@ cudaError_t dispatch(const gemm_args &g, int max_groups, decode_tactic t, cudaSt
 #define FP4MOE_DECODE_CASE_NTS(NT_, KS_, U_, S_, MT_, MB_, W_, NTS_)                                                   \
     if (t.nt == NT_ && t.ksplit == KS_ && t.inflight == U_ && t.stages == S_ && t.mt == MT_ &&                         \
         std::max(1, t.min_ctas) == MB_ && t.warps == W_ && (t.shared_nt > 0 ? t.shared_nt : t.nt) == NTS_)             \
-        return launch_gemm<GateUp, NT_, KS_, U_, S_, MT_, MB_, W_, NTS_>(g, max_groups, stream);
+        return launch_gemm<GateUp, NT_, KS_, U_, S_, MT_, MB_, W_, NTS_>(g, max_groups, GateUp && t.gate_up_in_order,  \
+                                                                         stream);
 #define FP4MOE_DECODE_CASE_W(NT_, KS_, U_, S_, MT_, MB_, W_) FP4MOE_DECODE_CASE_NTS(NT_, KS_, U_, S_, MT_, MB_, W_, NT_)
 #define FP4MOE_DECODE_CASE_OCC(NT_, KS_, U_, S_, MT_, MB_) FP4MOE_DECODE_CASE_W(NT_, KS_, U_, S_, MT_, MB_, 4)
 #define FP4MOE_DECODE_CASE_MT(NT_, KS_, U_, S_, MT_) FP4MOE_DECODE_CASE_OCC(NT_, KS_, U_, S_, MT_, 1)

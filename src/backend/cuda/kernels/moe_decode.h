@@ -77,6 +77,11 @@ struct decode_tactic {
     /// > nt: token tiles per work group of an expert with more than nt tiles of rows (the shared experts from T = 9;
     /// named for them, which it was first built for), so each dequantized step feeds more rows (bulk ring only)
     int shared_nt = 0;
+    /// gate_up launched in plain stream order after routing instead of as a programmatic dependent launch, whose CTAs
+    /// become resident and wait while routing runs. Which one is faster depends on the tactic and T (H100, T = 1:
+    /// 0.3-3.7 us faster for some tactics, 1-2 us slower for others; bench/results/h200/NOTES.md, s36): a tuning
+    /// choice.
+    bool gate_up_in_order = false;
 };
 
 /// Whether `w` and `b` describe a batch the CUDA runners accept: positive sizes, H and I multiples of 16, fewer
@@ -91,8 +96,8 @@ extern const int kDecodeTacticCount;
 std::size_t moe_decode_workspace(int hidden, int inter, int num_experts, int slots, int max_tokens);
 
 /// Launches gate_up and down (programmatic dependent launches: each may start while the previous kernel
-/// drains). cudaErrorInvalidValue (nothing launched) for bad sizes or an
-/// unknown tactic. T = 0 launches nothing.
+/// drains; gate_up in plain stream order where t.gate_up_in_order). cudaErrorInvalidValue (nothing launched) for bad
+/// sizes or an unknown tactic. T = 0 launches nothing.
 cudaError_t moe_decode_run(const decode_weights &w, const decode_batch &b, decode_tactic t, cudaStream_t stream);
 
 } // namespace fp4moe::cuda

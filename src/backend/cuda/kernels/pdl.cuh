@@ -40,6 +40,17 @@ cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, std::si
     return cudaLaunchKernelEx(&cfg, kernel, args...);
 }
 
+/// Launches `kernel` in plain stream order: its CTAs become resident only once the previous kernel has completed
+/// (wait_for_previous_kernel then returns at once). For a grid whose CTAs would otherwise sit resident, waiting, while
+/// a short chain of small kernels runs before it (gate_up after routing: decode_tactic::gate_up_in_order).
+template <typename... Params, typename... Args>
+cudaError_t launch_in_order(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t smem, cudaStream_t stream,
+                            Args... args) {
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = stream;
+    return cudaLaunchKernelEx(&cfg, kernel, args...);
+}
+
 /// Blocks of `b` covering `a` (a >= 0, b > 0).
 constexpr int ceil_div(int a, int b) {
     return (a + b - 1) / b;

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# s36 call 12: the landing check of the gate_up-in-stream-order tactics (.device/n = main + the change, carried as .device/pack.tar.xz;
+# unpack first) on whatever card is lent: scripts/gpu_bench.sh (every tactic, auto, the torch peer,
+# joined tables) into $OUT/r/<card>, then every GPU test. (s31 call 2 with the x binaries.)
+set -u
+export LD_LIBRARY_PATH=$PWD/.device/lib
+name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); echo "$name"
+case $name in *H200*) card=h200 ;; *H100*) card=h100 ;; *) card=other ;; esac
+o=$OUT/r/$card; mkdir -p $o
+FP4MOE=$PWD/.device/n/fp4moe timeout 330 bash scripts/gpu_bench.sh $o 1,4,16,64 > $o/decode-run.log 2>&1; echo "bench rc=$?"
+python3 bench/results/h200/experiments/2026-12-05-s30/table.py $o
+timeout 220 .device/n/test_cuda > $o/gpu_test.log 2>&1; echo "test_cuda rc=$?"
+grep -E "^\[  (PASSED|FAILED)|tests ran|FAILED|^\[==========\]" $o/gpu_test.log | head -20
+cd $OUT && tar czf r.tgz r && rm -rf r
