@@ -85,15 +85,19 @@ __global__ void __launch_bounds__(W * 32, 6) stream_strided_kernel(const std::ui
     }
 }
 
-template <int W, int KS, int U, int S, bool kMajor, int Wait = 0>
+template <int W, int KS, int U, int S, bool kMajor, int Wait = 0, bool Late = false>
 __global__ void __launch_bounds__(W * 32, 6) stream_kernel(const std::uint8_t *q, const std::uint8_t *sc, shape sh) {
     extern __shared__ __align__(128) std::uint8_t smem[];
     // Wait 1: a PDL link that waits for the previous kernel first (gate_up); 2: after issuing its first stages (down).
-    if constexpr (Wait != 0) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    // Late: the next kernel may launch only once this CTA's stream is done (else at its start).
+    if constexpr (Wait != 0 && !Late) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
     if constexpr (Wait == 1) asm volatile("griddepcontrol.wait;" ::: "memory");
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int tile = blockIdx.x * (W / KS) + warp / KS, part = warp % KS, expert = blockIdx.y;
-    if (tile >= sh.tiles) return;
+    if (tile >= sh.tiles) {
+        if constexpr (Wait != 0 && Late) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+        return;
+    }
     constexpr int kStage = U * 576;
     std::uint8_t *ring = smem + warp * S * kStage;
     auto *bars = reinterpret_cast<std::uint64_t *>(smem + W * S * kStage) + warp * S;
@@ -126,6 +130,7 @@ __global__ void __launch_bounds__(W * 32, 6) stream_kernel(const std::uint8_t *q
         __syncwarp();
         if (lane == 0 && c + S < chunks) issue(c + S);
     }
+    if constexpr (Wait != 0 && Late) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
 
 __global__ void read_kernel(const uint4 *p, std::size_t n, unsigned *sink) {
@@ -323,7 +328,9 @@ template <bool Strided> void graph_pattern(const char *label, shape sh) {
 // T = 1) then down's (ksplit 1), PDL-chained per layer copy in one graph, as the layer runs them: us per layer.
 // mode 0: PDL, down issues its first stages before its wait (the layer's form); 1: PDL, down waits first; 2: no PDL
 // (stream order); 3: gate_up alone per copy (no down), PDL; 4: down alone per copy, PDL; 5: gate_up launched in plain
-// stream order, down with PDL.
+// stream order, down with PDL; 6: PDL, each CTA allows the next kernel's launch only after its stream (not at its
+// start); 7: PDL, gate_up releases at its start (down's CTAs then issue their first copies while it runs), down at its
+// end (the next layer's gate_up CTAs do not take slots while down's are still to come).
 void run_chain(const char *label, shape gu, shape dn, int mode = 0) {
     cudaDeviceProp p{};
     CHECK(cudaGetDeviceProperties(&p, 0));
@@ -335,8 +342,10 @@ void run_chain(const char *label, shape gu, shape dn, int mode = 0) {
     CHECK(cudaMalloc(&buf, layer * copies));
     CHECK(cudaMemset(buf, 1, layer * copies));
     constexpr int smem = 4 * 2 * (4 * 576 + 8);
-    auto *k_gu = stream_kernel<4, 2, 4, 2, false, 1>;
-    auto *k_dn = mode == 1 ? stream_kernel<4, 1, 4, 2, false, 1> : stream_kernel<4, 1, 4, 2, false, 2>;
+    auto *k_gu = mode == 6 ? stream_kernel<4, 2, 4, 2, false, 1, true> : stream_kernel<4, 2, 4, 2, false, 1>;
+    auto *k_dn = mode == 1   ? stream_kernel<4, 1, 4, 2, false, 1>
+                 : mode >= 6 ? stream_kernel<4, 1, 4, 2, false, 2, true>
+                             : stream_kernel<4, 1, 4, 2, false, 2>;
     CHECK(cudaFuncSetAttribute(k_gu, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     CHECK(cudaFuncSetAttribute(k_dn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     cudaStream_t s;
@@ -376,7 +385,8 @@ void run_chain(const char *label, shape gu, shape dn, int mode = 0) {
     }
     std::sort(us.begin(), us.end());
     const char *modes[] = {"PDL, down issues before its wait", "PDL, down waits first", "no PDL", "gate_up only, PDL",
-                           "down only, PDL", "gate_up plain, down PDL"};
+                           "down only, PDL", "gate_up plain, down PDL", "PDL, both release at their end",
+                           "PDL, down releases at its end"};
     std::printf("  %-44s %-34s %8.2f us per layer\n", label, modes[mode], us[us.size() / 2]);
     CHECK(cudaGraphExecDestroy(ge));
     CHECK(cudaGraphDestroy(g));
@@ -405,10 +415,11 @@ int main() {
     graph_pattern<false>("qwen3-30b-a3b gate_up T=1, owned", {8, 96, 32});
     graph_pattern<true>("qwen3-30b-a3b gate_up T=1, round-robin", {8, 96, 32});
     std::printf("the T = 1 layer's gate_up then down streams, no math, PDL chain in a graph:\n");
-    for (int mode = 0; mode < 6; ++mode) {
+    for (int mode : {0, 2, 5, 6, 7}) {
         run_chain("glm-4.5-air (9x176x64, 9x256x22)", {9, 176, 64}, {9, 256, 22}, mode);
         run_chain("deepseek-v3 (9x256x112, 9x448x32)", {9, 256, 112}, {9, 448, 32}, mode);
         run_chain("qwen3-30b-a3b (8x96x32, 8x128x12)", {8, 96, 32}, {8, 128, 12}, mode);
+        run_chain("glm-4.5-air T=4 (33x176x64, 33x256x22)", {33, 176, 64}, {33, 256, 22}, mode);
     }
     std::printf("one read kernel per layer copy, graph of copies (us per kernel; GB/s):\n");
     for (double mb : {22.3, 58.4, 87.6, 230.0, 299.0, 1000.0, 4000.0}) {
