@@ -496,15 +496,13 @@ cudaError_t launch_gemm(const gemm_args &g, int max_groups, bool in_order, cudaS
     constexpr int per_cta = W / KS * MT; // weight tiles per CTA
     const dim3 grid((g.tiles + per_cta - 1) / per_cta, max_groups);
     constexpr int smem = ring_smem_bytes(U, S, MT, W);
+    auto *const kernel = moe_gemm_kernel<GateUp, NT, KS, U, S, MT, MB, W, NTS>;
     if constexpr (smem > 48 * 1024) { // once per instance: not a stream operation, fine during capture
-        static const cudaError_t set = cudaFuncSetAttribute(moe_gemm_kernel<GateUp, NT, KS, U, S, MT, MB, W, NTS>,
-                                                            cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        static const cudaError_t set = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         if (set != cudaSuccess) return set;
     }
-    if (in_order)
-        return launch_in_order(moe_gemm_kernel<GateUp, NT, KS, U, S, MT, MB, W, NTS>, grid, dim3(W * 32), smem, stream,
-                               g);
-    return launch_pdl(moe_gemm_kernel<GateUp, NT, KS, U, S, MT, MB, W, NTS>, grid, dim3(W * 32), smem, 1, stream, g);
+    if (in_order) return launch_in_order(kernel, grid, dim3(W * 32), smem, stream, g);
+    return launch_pdl(kernel, grid, dim3(W * 32), smem, 1, stream, g);
 }
 
 // The weighted combine as a kernel of its own (tactics with `combine_kernel`): out[t] = the sum over slots, in

@@ -33,16 +33,17 @@ __device__ __forceinline__ void mbar_expect_tx(std::uint64_t *bar, std::uint32_t
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
 }
 __device__ __forceinline__ void mbar_wait(std::uint64_t *bar, std::uint32_t parity) {
-    asm volatile("{\n.reg .pred p;\nW_%=:\nmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n@!p bra W_%=;\n}\n" ::"r"(
-                     smem_addr(bar)),
-                 "r"(parity)
-                 : "memory");
+    asm volatile(
+        "{\n.reg .pred p;\nW_%=:\nmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n@!p bra W_%=;\n}\n" ::"r"(
+            smem_addr(bar)),
+        "r"(parity)
+        : "memory");
 }
 __device__ __forceinline__ void bulk_copy(void *dst, const void *src, std::uint32_t bytes, std::uint64_t *bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                     smem_addr(dst)),
-                 "l"(src), "r"(bytes), "r"(smem_addr(bar))
-                 : "memory");
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(smem_addr(dst)),
+        "l"(src), "r"(bytes), "r"(smem_addr(bar))
+        : "memory");
 }
 
 struct shape {
@@ -54,8 +55,8 @@ struct shape {
 // Strided: the layer's U-step chunks dealt round-robin over every warp of the grid (chunk j to warp j % warps), as a
 // grid-stride loop deals 16-byte loads; no warp owns a contiguous run.
 template <int W, int U, int S>
-__global__ void __launch_bounds__(W * 32, 6) stream_strided_kernel(const std::uint8_t *q, const std::uint8_t *sc,
-                                                                   shape sh) {
+__global__ void __launch_bounds__(W * 32, 6)
+    stream_strided_kernel(const std::uint8_t *q, const std::uint8_t *sc, shape sh) {
     extern __shared__ __align__(128) std::uint8_t smem[];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     constexpr int kStage = U * 576;
@@ -113,7 +114,8 @@ __global__ void __launch_bounds__(W * 32, 6) stream_kernel(const std::uint8_t *q
             const std::size_t idx = ((static_cast<std::size_t>(c) * KS + part) * sh.experts + expert) * sh.tiles + tile;
             qoff = idx * U * 512, soff = idx * U * 64;
         } else {
-            const std::size_t ks = (static_cast<std::size_t>(expert) * sh.tiles + tile) * sh.ksteps + part * k_per + c * U;
+            const std::size_t ks =
+                (static_cast<std::size_t>(expert) * sh.tiles + tile) * sh.ksteps + part * k_per + c * U;
             qoff = ks * 512, soff = ks * 64;
         }
         const int n = min(U, k_per - c * U);
@@ -212,7 +214,8 @@ double graph_read_us(std::size_t bytes, bool pdl) {
     return us[us.size() / 2];
 }
 
-template <typename F> double median_us(F launch, int copies, int iters) {
+template <typename F>
+double median_us(F launch, int copies, int iters) {
     cudaEvent_t a, b;
     CHECK(cudaEventCreate(&a));
     CHECK(cudaEventCreate(&b));
@@ -267,7 +270,7 @@ void run_shape(const char *label, shape sh) {
     const double us = median_us(
         [&](int c) {
             read_kernel<<<p.multiProcessorCount * 4, 512>>>(reinterpret_cast<const uint4 *>(q + c * qlayer),
-                                                           qlayer / 16, sink);
+                                                            qlayer / 16, sink);
         },
         copies, 200);
     std::printf("  %-34s %8.2f us %8.1f GB/s (weights only, %.1f MB)\n", "16-byte loads, every thread", us,
@@ -278,7 +281,8 @@ void run_shape(const char *label, shape sh) {
 }
 
 // One pattern kernel per layer copy in a graph (no PDL): us per kernel. strided: stream_strided_kernel on 792 CTAs.
-template <bool Strided> void graph_pattern(const char *label, shape sh) {
+template <bool Strided>
+void graph_pattern(const char *label, shape sh) {
     cudaDeviceProp p{};
     CHECK(cudaGetDeviceProperties(&p, 0));
     const std::size_t qb = static_cast<std::size_t>(sh.experts) * sh.tiles * sh.ksteps * 512, layer = qb + qb / 8;
@@ -298,7 +302,8 @@ template <bool Strided> void graph_pattern(const char *label, shape sh) {
         if constexpr (Strided)
             stream_strided_kernel<4, 4, 2><<<p.multiProcessorCount * 6, 128, smem, s>>>(base, base + qb, sh);
         else
-            stream_kernel<4, 2, 4, 2, false><<<dim3((sh.tiles + 1) / 2, sh.experts), 128, smem, s>>>(base, base + qb, sh);
+            stream_kernel<4, 2, 4, 2, false>
+                <<<dim3((sh.tiles + 1) / 2, sh.experts), 128, smem, s>>>(base, base + qb, sh);
     }
     CHECK(cudaStreamEndCapture(s, &g));
     CHECK(cudaGraphInstantiate(&ge, g, 0));
@@ -384,8 +389,13 @@ void run_chain(const char *label, shape gu, shape dn, int mode = 0) {
         if (i >= 3) us.push_back(ms * 1e3 / copies);
     }
     std::sort(us.begin(), us.end());
-    const char *modes[] = {"PDL, down issues before its wait", "PDL, down waits first", "no PDL", "gate_up only, PDL",
-                           "down only, PDL", "gate_up plain, down PDL", "PDL, both release at their end",
+    const char *modes[] = {"PDL, down issues before its wait",
+                           "PDL, down waits first",
+                           "no PDL",
+                           "gate_up only, PDL",
+                           "down only, PDL",
+                           "gate_up plain, down PDL",
+                           "PDL, both release at their end",
                            "PDL, down releases at its end"};
     std::printf("  %-44s %-34s %8.2f us per layer\n", label, modes[mode], us[us.size() / 2]);
     CHECK(cudaGraphExecDestroy(ge));
@@ -425,8 +435,8 @@ int main() {
     for (double mb : {22.3, 58.4, 87.6, 230.0, 299.0, 1000.0, 4000.0}) {
         const std::size_t bytes = static_cast<std::size_t>(mb * 1e6) / 4096 * 4096;
         const double plain = graph_read_us(bytes, false), pdl = graph_read_us(bytes, true);
-        std::printf("  %7.1f MB: %8.2f us (%6.1f GB/s) plain, %8.2f us (%6.1f GB/s) PDL\n", mb, plain, bytes / plain / 1e3,
-                    pdl, bytes / pdl / 1e3);
+        std::printf("  %7.1f MB: %8.2f us (%6.1f GB/s) plain, %8.2f us (%6.1f GB/s) PDL\n", mb, plain,
+                    bytes / plain / 1e3, pdl, bytes / pdl / 1e3);
     }
     return 0;
 }
