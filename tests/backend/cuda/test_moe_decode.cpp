@@ -1,8 +1,8 @@
 // cuda.decode and cuda.grouped against the cpu.ref oracle (fp64): every routing rule, both layouts, T in {1, 2, 3,
 // 7, 16, 64, 255, 1024} (cuda.grouped also 4096 and 16384), every tactic, experts with no tokens, one hot expert,
-// x scaled by 2^12 and 2^-20 (cuda.grouped), K not a multiple of 64; outputs and workspace poisoned before each
-// run. The whole layer on the device (router -> top-k -> plan -> runner) against the same oracle, and its CUDA
-// graph replays, with each runner. Fresh random layers each run (seed printed on failure).
+// x scaled by 2^12 and 2^-20 (cuda.grouped), K not a multiple of 64, a down K of 1504 (cuda.decode); outputs
+// and workspace poisoned before each run. The whole layer on the device (router -> top-k -> plan -> runner) against the
+// same oracle, and its CUDA graph replays, with each runner. Fresh random layers each run (seed printed on failure).
 //
 // Tolerance: the runners round SiLU(gate) * up to bf16 before the down GEMM (cpu.ref keeps fp32) and both round
 // the output to bf16: each rounding is a relative error uniform in +-2^-9 (RMS 2^-9 / sqrt(3) = 1.1e-3), the
@@ -162,6 +162,17 @@ TEST_P(DecodeRunner, MatchesOracleForEveryTokenCountAndTactic) {
     const auto [rule, layout] = GetParam();
     for (std::int64_t T : {1, 2, 3, 7, 16, 64, 255, 1024})
         check_all_tactics(cuda::gpu_runner::decode, desc_of_rule(rule), layout, T, false);
+}
+
+// An intermediate size of real models' order (1504 = 23.5 K steps of 64) for the down GEMMs: the K loops' check-free
+// fast path (a whole chunk and B's lead inside the data) runs only where K holds several chunks, which the sizes above
+// do not, and its hand-off to the checked path at the end of K is tested here (T = 1, 4, 8: every tactic).
+TEST_P(DecodeRunner, LongIntermediate) {
+    SKIP_WITHOUT_GPU();
+    const auto [rule, layout] = GetParam();
+    moe_desc d = desc_of_rule(rule);
+    d.intermediate = 1504;
+    for (std::int64_t T : {1, 4, 8}) check_all_tactics(cuda::gpu_runner::decode, d, layout, T, false);
 }
 
 TEST_P(DecodeRunner, OneHotExpert) {
