@@ -302,7 +302,7 @@ result<moe_bench_report> run_moe_bench_cuda(const moe_bench_options &o) {
     cudaDriverGetVersion(&driver);
     moe_tune_target target{dev, m.device, fmt::format("{}", driver)};
     // The tuner's timer: a short first look (3 replays); a candidate 25 % slower than the best so far stops
-    // there (with two runners and 53 tactics most candidates are far off at any T: cuda.decode takes 10x
+    // there (with two runners and 65 tactics most candidates are far off at any T: cuda.decode takes 10x
     // cuda.grouped's time at T = 16384), the others get the better of two full medians.
     moe_timer timer = [&](const moe_desc &, const moe_runner &r, const moe_tactic &t, std::int64_t tok,
                           double best_us) -> result<double> {
