@@ -21,14 +21,16 @@ slot slot_of(int row, int pk) {
     return {4 * (row % 8) + t, q, u * 2 + hi, c};
 }
 // Bit positions in the 32-bit word of an E2M1 code's bits (m, e0, e1, sign) for register j, element c (see
-// mma_pack.h): registers 0..2 sit at their bf16 positions shifted right by 3j; register 3 fills the rest.
+// mma_pack.h): register 0 at its bf16 positions, registers 1 and 2 rotated right by 10 and 13, register 3 in the
+// bits left (m, e0, e1, sign at 4, 0, 1, 3; kernels/mma_dequant.h moves them with one multiply).
 void bit_positions(int reg, int elem, int (&pos)[4]) {
     const int base = 16 * elem;
     if (reg < 3) {
-        pos[0] = base + 6 - 3 * reg, pos[1] = base + 7 - 3 * reg, pos[2] = base + 8 - 3 * reg;
-        pos[3] = base + 15 - 3 * reg;
+        static constexpr int kRotate[3] = {0, 10, 13};
+        const int target[4] = {base + 6, base + 7, base + 8, base + 15}; // m, e0, e1, sign in bf16
+        for (int bit = 0; bit < 4; ++bit) pos[bit] = (target[bit] - kRotate[reg] + 32) % 32;
     } else {
-        pos[0] = base + 10, pos[1] = base + 11, pos[2] = base + 13, pos[3] = base + 14;
+        pos[0] = base + 4, pos[1] = base + 0, pos[2] = base + 1, pos[3] = base + 3;
     }
 }
 // Byte of the scale code of (tile row, K block t of the kstep) within the tile-kstep's 64 bytes.

@@ -12,9 +12,10 @@
 //   a0: W[g][k(q,0,c)]   a1: W[g+8][k(q,0,c)]   a2: W[g][k(q,1,c)]   a3: W[g+8][k(q,1,c)]   (c = element 0, 1)
 // (mma-k 2t + c for u = 0, 2t + 8 + c for u = 1), and the matching B words are 2q and 2q + 1 of the lane's 32
 // bytes x[16t .. 16t + 15]. Bits, so that dequantization costs few instructions: a bf16 pair wants an
-// element's sign at bit 15 (+16 c) and its e1 e0 m at bits 8..6 (+16 c). Registers j = 0, 1, 2 are stored at
-// exactly those positions shifted right by 3j (they tile bits 0..15 and 16..31 with register 3): one shift
-// and one mask each. Register 3 takes the rest: sign at 14 (+16 c), m e0 at 10..11, e1 at 13.
+// element's sign at bit 15 (+16 c) and its e1 e0 m at bits 8..6 (+16 c). Register 0 is stored at exactly those
+// positions (one mask), registers 1 and 2 rotated right by 10 and 13 (a funnel shift and a mask each). Register
+// 3 takes the eight bits left: e0, e1, sign, m at 0, 1, 3, 4 (+16 c), which one multiply by 2^2 + 2^7 + 2^12
+// spreads to their places with no carry into them (a mask, an IMAD and a mask; kernels/mma_dequant.h).
 // Words of a lane are contiguous (16 bytes, little-endian), lanes contiguous (512 bytes per tile-kstep), then
 // ksteps, then tiles: q[((tile * ksteps + s) * 32 + L) * 16 + 4 q + byte].
 //

@@ -128,17 +128,32 @@ TEST(MmaPack, GateUpInterleavesEightFeaturesPerTile) {
 TEST(MmaPack, FragmentPositionsByHand) {
     // One tile, K = 64: element (row 9, k 16 + 11) is in K block t = 1 -> lane 4 * (9 % 8) + 1 = 5; within the
     // block 11 = 4q + 2u + c with q = 2, u = 1, c = 1 -> word 2, register a3 (row g + 8, upper k half), element 1.
-    // Register 3 keeps m, e0 at bits 10, 11, e1 at 13, the sign at 14 (+16 for element 1): code 5 (0101: m = 1,
-    // e1 = 1) sets bits 26 and 29 -> word 0x24000000 -> byte 3 of word 2 of lane 5: 5 * 16 + 2 * 4 + 3 = 91.
+    // Register 3 keeps e0, e1, the sign, m at bits 0, 1, 3, 4 (+16 for element 1): code 5 (0101: m = 1, e1 = 1)
+    // sets bits 20 and 17 -> word 0x00120000 -> byte 2 of word 2 of lane 5: 5 * 16 + 2 * 4 + 2 = 90.
     std::vector<std::uint8_t> packed(16 * 32, 0), scales(16 * 4, 0x38); // scale 1.0
     packed[9 * 32 + (16 + 11) / 2] = 0x50;                              // k odd -> high nibble: code 5 (3.0)
     auto p = mp::pack_rows({16, 64, packed.data(), scales.data(), 1.0f}, "w");
     ASSERT_TRUE(p.ok());
     const auto &q = p.value().q;
-    for (std::size_t i = 0; i < q.size(); ++i) EXPECT_EQ(q[i], i == 91u ? 0x24 : 0) << "byte " << i;
+    for (std::size_t i = 0; i < q.size(); ++i) EXPECT_EQ(q[i], i == 90u ? 0x12 : 0) << "byte " << i;
     // Scale code of (row 9, block 1): byte 2 * lane 5 + h 1 = 11; 1.0 = 2^0 -> (0 + 15) << 3.
     for (std::size_t i = 0; i < 64; ++i) EXPECT_EQ(p.value().scales[i], 15 << 3) << i;
     EXPECT_EQ(mp::packed_value(p.value(), 9, 27), 3.0f);
+}
+
+// Register 3's multiply (kernels/mma_dequant.h) for all 256 values of its eight bits, with every other bit of the
+// word set and clear: each code bit lands on its bf16 place (e0, e1, sign, m at 0, 1, 3, 4 -> 7, 8, 15, 6; +16 for
+// element 1), nothing else survives the mask, and no carry reaches a kept bit.
+TEST(MmaPack, RegisterThreeSpreadIsExactForEveryCodePair) {
+    namespace cu = fp4moe::cuda;
+    const int from[4] = {0, 1, 3, 4}, to[4] = {7, 8, 15, 6};
+    for (std::uint32_t v = 0; v < 256; ++v) {
+        std::uint32_t bits = 0, want = 0;
+        for (int i = 0; i < 8; ++i)
+            if (v >> i & 1) bits |= 1u << (from[i % 4] + 16 * (i / 4)), want |= 1u << (to[i % 4] + 16 * (i / 4));
+        EXPECT_EQ(cu::e2m1x2_to_bf16x2<3>(bits), want) << "bits 0x" << std::hex << bits;
+        EXPECT_EQ(cu::e2m1x2_to_bf16x2<3>(bits | ~cu::kRegister3Bits), want) << "bits 0x" << std::hex << bits;
+    }
 }
 
 // The kernels' bit tricks (kernels/mma_dequant.h, compiled here for the host) applied to packed words give every

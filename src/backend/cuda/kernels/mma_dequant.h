@@ -16,15 +16,41 @@
 
 namespace fp4moe::cuda {
 
+/// Register 3's bits in a packed word (e0 e1 . sign m at 0, 1, 3, 4 and 16, 17, 19, 20) and the multiplier that
+/// moves them to their bf16 places (m to 6 by x4, e0 e1 to 7 8 by x128, the sign to 15 by x4096).
+inline constexpr std::uint32_t kRegister3Bits = 0x001B001Bu;
+inline constexpr std::uint32_t kRegister3Spread = (1u << 2) | (1u << 7) | (1u << 12);
+
+/// A 32-bit rotate left by R (one funnel shift, SHF.L.W, on the device).
+template <int R>
+FP4MOE_HD std::uint32_t rotl32(std::uint32_t w) {
+    static_assert(R > 0 && R < 32, "rotate by 1..31");
+#if defined(__CUDA_ARCH__)
+    return __funnelshift_l(w, w, R);
+#else
+    return w << R | w >> (32 - R);
+#endif
+}
+
 /// Register j (0..3) of an A fragment from a packed word (bit layout in src/quant/mma_pack.h) as a bf16x2 (low
-/// half first), each its E2M1 value x 2^-126. Registers 0..2 are stored at their bf16 bit positions shifted
-/// right by 3j: one shift and one mask. Register 3 holds the 8 bits left over: three shifts and three masks.
+/// half first), each its E2M1 value x 2^-126. Register 0 is stored at its bf16 bit positions (one mask), registers
+/// 1 and 2 rotated right by 10 and 13 (a funnel shift and a mask each). Register 3 holds the eight bits left over,
+/// at 0, 1, 3, 4 (+16): one multiply by 2^2 + 2^7 + 2^12 adds three shifted copies of them, whose sums land every
+/// bit where the mask keeps it and carry into no kept bit (checked for all 256 values by the CPU test), so it is a
+/// mask, an IMAD and a mask. 8 ops per word, 7 of them on the ALU pipe: the shifts-only layout before it took 14
+/// (8 ALU + 4 IMAD.SHL + ...) and s15's rotations 12 (bench/results/h200/NOTES.md, thirty-ninth session).
 template <int J>
 FP4MOE_HD std::uint32_t e2m1x2_to_bf16x2(std::uint32_t word) {
-    if constexpr (J < 3) {
-        return (word << (3 * J)) & 0x81C081C0u;
+    static_assert(J >= 0 && J < 4, "an A fragment has four registers");
+    constexpr std::uint32_t kPair = 0x81C081C0u; // sign at 15 and e1 e0 m at 8..6, in each half
+    if constexpr (J == 0) {
+        return word & kPair;
+    } else if constexpr (J == 1) {
+        return rotl32<10>(word) & kPair;
+    } else if constexpr (J == 2) {
+        return rotl32<13>(word) & kPair;
     } else {
-        return ((word << 1) & 0x80008000u) | ((word >> 4) & 0x00C000C0u) | ((word >> 5) & 0x01000100u);
+        return ((word & kRegister3Bits) * kRegister3Spread) & kPair;
     }
 }
 
