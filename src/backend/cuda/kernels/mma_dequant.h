@@ -37,8 +37,8 @@ FP4MOE_HD std::uint32_t rotl32(std::uint32_t w) {
 /// 1 and 2 rotated right by 10 and 13 (a funnel shift and a mask each). Register 3 holds the eight bits left over,
 /// at 0, 1, 3, 4 (+16): one multiply by 2^2 + 2^7 + 2^12 adds three shifted copies of them, whose sums land every
 /// bit where the mask keeps it and carry into no kept bit (checked for all 256 values by the CPU test), so it is a
-/// mask, an IMAD and a mask. 8 ops per word, 7 of them on the ALU pipe: the shifts-only layout before it took 14
-/// (8 ALU + 4 IMAD.SHL + ...) and s15's rotations 12 (bench/results/h200/NOTES.md, thirty-ninth session).
+/// mask, an IMAD and a mask. In the decode kernels' SASS that is 5 LOP3 + 2 SHF + 1 IMAD per word, where the
+/// shifts-only layout before it took 6 LOP3 + 2 SHF + 3 IMAD (bench/results/h200/NOTES.md, thirty-ninth session).
 template <int J>
 FP4MOE_HD std::uint32_t e2m1x2_to_bf16x2(std::uint32_t word) {
     static_assert(J >= 0 && J < 4, "an A fragment has four registers");
