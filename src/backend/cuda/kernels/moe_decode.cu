@@ -4,9 +4,10 @@
 // mma A operand (16 output rows x 16 K), tokens the B operand (n = 8 per mma), so one token still uses the
 // tensor cores, and every weight byte is dequantized once however many tokens share it. One 16-byte read per
 // lane per 64 K carries four A fragments, a 2-byte read its two block scales. The copy engine keeps S chunks of
-// U K steps in flight per warp while the current chunk is dequantized and multiplied. The loop is issue-bound
-// (~84 instructions per 576-byte K step on the H200, bench/results/h200/NOTES.md): every instruction in it
-// costs time, which is why it has no per-step guards.
+// U K steps in flight per warp while the current chunk is dequantized and multiplied. On the H200 the loop is
+// issue-bound (bench/results/h200/NOTES.md): every instruction in it costs time, which is why it has no per-step
+// guards. A full chunk's SASS is 64 instructions per 576-byte K step (gate_up, U = 4, one tile per warp; 76 before
+// the thirty-ninth session's bit layout, mma_dequant.h).
 #include "kernels/decode_device.cuh"
 #include "kernels/mma_dequant.h"
 #include "kernels/moe_decode.h"

@@ -1,3 +1,6 @@
+# Search (thirty-ninth session): packed-word layouts where register 0 sits at its bf16 bits, registers 1 and 2 are
+# rotations (a funnel shift + a mask), and register 3 is ((w & M) * K) & kPair with K a sum of 1-4 powers of two,
+# exact for all 256 values of its bits (brute force). Prints every layout found. Run: python3 search3.py
 import itertools, random
 A = [6,7,8,15,22,23,24,31]; Aset = set(A)
 def landings(L, D):
