@@ -1,31 +1,49 @@
 #!/usr/bin/env bash
-# s39 call 3: the acceptance run of main (7b6b51a, the register-3 multiply layout: .device/n = fp4moe and test_cuda built from main, carried as .device/pack.tar.xz;
-# unpack first) on whatever card is lent: scripts/gpu_bench.sh (every tactic, auto, the torch peer,
-# joined tables) into $OUT/r/<card>, then every GPU test, then one round of call 2's A/B (.device/m = 92846c2, the
-# layout before) on this card.
+# s39 call 3, on whatever card is lent. Binaries (carried as .device/pack.tar.xz; unpack first):
+#   .device/m = 92846c2 (the shifts-only layout), .device/n = main at 7b6b51a (the register-3 multiply layout, 786d02b),
+#   .device/w = n + wide.patch (registers 1 and 2 rotated by one IMAD.WIDE on the FMA pipe instead of a funnel shift on
+#   the ALU pipe; same layout, same instruction count, 32 ALU ops per 4-step chunk fewer).
+# H200: main's acceptance run (scripts/gpu_bench.sh with n), test_cuda (n), one round of the A/B m / n / w (cuda.decode,
+# every tactic + auto, T = 1/4/16/64, three shapes), test_cuda's decode and grouped suites with w.
+# Other cards: the A/B n / w twice and m once, then w's tests.
 set -u
 export LD_LIBRARY_PATH=$PWD/.device/lib
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); echo "$name"
-case $name in *H200*) card=h200 ;; *) echo "not an H200: main's H100 figures are call 2b's (bench/results/h100); stopping"; exit 3 ;; esac
+case $name in *H200*) card=h200 ;; *H100*) card=h100 ;; *) card=other ;; esac
 o=$OUT/r/$card; mkdir -p $o
-FP4MOE=$PWD/.device/n/fp4moe timeout 330 bash scripts/gpu_bench.sh $o 1,4,16,64 > $o/decode-run.log 2>&1; echo "bench rc=$?"
-python3 bench/results/h200/experiments/2026-12-05-s30/table.py $o
-timeout 220 .device/n/test_cuda > $o/gpu_test.log 2>&1; echo "test_cuda rc=$?"
-grep -E "^\[  (PASSED|FAILED)|tests ran|FAILED|^\[==========\]" $o/gpu_test.log | head -20
-for b in m n; do
+ab() { # binary round
   for s in glm-4.5-air deepseek-v3 qwen3-30b-a3b; do
-    timeout 60 .device/$b/fp4moe bench moe --device cuda --shape $s --tokens 1,4,16,64 --runners cuda.decode \
-      --json $o/ab-$b-$s-1.json > $o/ab-$b-$s-1.txt 2>&1 || echo "bench $b $s failed"
+    timeout 60 .device/$1/fp4moe bench moe --device cuda --shape $s --tokens 1,4,16,64 --runners cuda.decode \
+      --json $o/ab-$1-$s-$2.json > $o/ab-$1-$s-$2.txt 2>&1 || echo "bench $1 $s $2 failed"
   done
-done
+}
+if [ $card = h200 ]; then
+  FP4MOE=$PWD/.device/n/fp4moe timeout 200 bash scripts/gpu_bench.sh $o/accept 1,4,16,64 > $o/accept-run.log 2>&1; echo "gpu_bench rc=$?"
+  python3 bench/results/h200/experiments/2026-12-05-s30/table.py $o/accept
+  tail -2 $o/accept/acceptance.md
+  timeout 200 .device/n/test_cuda > $o/gpu_test.log 2>&1; echo "test_cuda rc=$?"
+  grep -E "^\[  (PASSED|FAILED)|FAILED" $o/gpu_test.log | head -8
+  ab n 1; ab w 1; ab m 1
+else
+  ab n 1; ab w 1; ab m 1; ab w 2; ab n 2
+fi
 python3 - $o <<'PY'
-import json, sys, collections
+import json, sys, glob, collections
 o = sys.argv[1]
+best = collections.defaultdict(lambda: 1e30); auto = collections.defaultdict(list)
+for f in glob.glob(o + '/ab-*.json'):
+    b, rest = f.split('/ab-')[1].split('-', 1)
+    s = rest.rsplit('-', 1)[0]
+    for r in json.load(open(f))['rows']:
+        k = (s, r['tokens'], b)
+        best[k] = min(best[k], r['us'])
+        if r['runner'] == 'auto': auto[k].append(round(r['us'], 1))
+print('shape T | best m / n / w (us) | auto rows m / n / w')
 for s in ('glm-4.5-air', 'deepseek-v3', 'qwen3-30b-a3b'):
-    rows = {b: json.load(open(f'{o}/ab-{b}-{s}-1.json'))['rows'] for b in 'mn'}
     for t in (1, 4, 16, 64):
-        best = {b: min(r['us'] for r in rows[b] if r['tokens'] == t) for b in 'mn'}
-        auto = {b: [round(r['us'], 1) for r in rows[b] if r['tokens'] == t and r['runner'] == 'auto'] for b in 'mn'}
-        print(f"{s} {t} | best {best['m']:.1f} -> {best['n']:.1f} ({(best['m'] / best['n'] - 1) * 100:+.1f} %) | auto {auto['m']} -> {auto['n']}")
+        m, n, w = (best[(s, t, b)] for b in 'mnw')
+        print(f"{s} {t} | {m:.1f} {n:.1f} {w:.1f} (n/m {(m / n - 1) * 100:+.1f} %, w/n {(n / w - 1) * 100:+.1f} %) | {auto[(s, t, 'm')]} {auto[(s, t, 'n')]} {auto[(s, t, 'w')]}")
 PY
+timeout 120 .device/w/test_cuda --gtest_filter='*Decode*:*Grouped*' > $o/gpu_test-w.log 2>&1; echo "test_cuda w rc=$?"
+grep -E "^\[  (PASSED|FAILED)|FAILED" $o/gpu_test-w.log | head -8
 cd $OUT && tar czf r.tgz r && rm -rf r
