@@ -223,7 +223,10 @@ template <bool GateUp, int NT, int KS, int U, int S, int MT, int W, int P>
 __device__ __forceinline__ void gemm_group(const gemm_args &g, const group_pos &gp, float *red) {
     const int e = gp.e, tile0 = gp.tile0;
     const int count = g.counts[e];
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, lg = lane / 4, lt = lane % 4;
+    // The warp index broadcast from lane 0: ptxas then knows it is warp-uniform, so the ring and tile addresses the
+    // bulk copies take live in uniform registers (no per-copy move into them).
+    const int warp = __shfl_sync(0xFFFFFFFFu, static_cast<int>(threadIdx.x / 32), 0);
+    const int lane = threadIdx.x % 32, lg = lane / 4, lt = lane % 4;
     const int tile = (blockIdx.x * (W / KS) + warp / KS) * MT, kpart = warp % KS; // the warp's first tile
     const bool has_tile = tile < g.tiles;
 
@@ -283,8 +286,9 @@ __device__ __forceinline__ void gemm_group(const gemm_args &g, const group_pos &
                 chain[m][n][c][0] = chain[m][n][c][1] = chain[m][n][c][2] = chain[m][n][c][3] = 0.0f;
 
     const int k_begin = g.ksteps * kpart / KS, k_end = g.ksteps * (kpart + 1) / KS;
-    const std::uint8_t *aq = g.wq + e * g.expert_q + (static_cast<std::size_t>(tile) * g.ksteps) * 512 + lane * 16;
-    const std::uint8_t *as = g.ws + e * g.expert_s + (static_cast<std::size_t>(tile) * g.ksteps) * 64 + lane * 2;
+    const std::uint8_t *tq = g.wq + e * g.expert_q + (static_cast<std::size_t>(tile) * g.ksteps) * 512;
+    const std::uint8_t *ts = g.ws + e * g.expert_s + (static_cast<std::size_t>(tile) * g.ksteps) * 64;
+    const std::uint8_t *aq = tq + lane * 16, *as = ts + lane * 2;
 
     // B (16 contiguous activations per lane and token tile) for step k. B is loaded U steps ahead into a ring of
     // U slots: an L2 round trip hides behind U steps of work (one step was not enough: loads of B were the main
@@ -341,11 +345,11 @@ __device__ __forceinline__ void gemm_group(const gemm_args &g, const group_pos &
             for (int st = 0; st < S; ++st) mbar_init(&bars[st], 1);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         __syncwarp();
-        const std::uint8_t *tq = aq - lane * 16, *ts = as - lane * 2; // this tile's weights and codes
         const int chunks = (k_end - k_begin + U - 1) / U;
         const int mt_valid = min(MT, g.tiles - tile); // tiles past the matrix (last warp) are not copied
-        auto issue = [&](int c) {                     // lane 0
-            const int st = c % S, k = k_begin + c * U, n = min(U, k_end - k);
+        // One elected lane issues a chunk's copies (elect_one: ptxas then emits each copy once, where a lane test
+        // compiled to a loop over the active lanes per copy). A full chunk's byte counts are constants.
+        auto issue_steps = [&](int st, int k, int n) {
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); // our reads of the slot come first
             mbar_expect_tx(&bars[st], static_cast<std::uint32_t>(mt_valid * n * (512 + 64)));
 #pragma unroll
@@ -356,11 +360,18 @@ __device__ __forceinline__ void gemm_group(const gemm_args &g, const group_pos &
                 bulk_copy(ring + st * kStage + m * kStageM + kStageQ, ts + (tile_off + k) * 64, n * 64, &bars[st]);
             }
         };
+        auto issue = [&](int c) {
+            const int st = c % S, k = k_begin + c * U;
+            if (k + U <= k_end)
+                issue_steps(st, k, U);
+            else
+                issue_steps(st, k, k_end - k);
+        };
         // B runs P steps ahead (its own register ring, at most 4 deep however long a chunk is). A chunk whose
         // steps and prefetches all lie inside the data (warp-uniform test) loads B at constant offsets from one
         // pointer per token tile: no clamp, no select, no address math per step.
         const int k_full = min(k_end, g.k_valid / 64);
-        if (has_tile && lane == 0)
+        if (has_tile && elect_one())
             for (int c = 0; c < S && c < chunks; ++c) issue(c);
         if constexpr (!GateUp) wait_for_previous_kernel(); // gate_up's act rows (and counters) from here on
         load_epilogue_weights();
@@ -402,7 +413,7 @@ __device__ __forceinline__ void gemm_group(const gemm_args &g, const group_pos &
                         if (k0 + u < k_end) consume(u), load_b(k0 + u + P, bring[u % P]);
                 }
                 __syncwarp();
-                if (lane == 0 && c + S < chunks) issue(c + S);
+                if (c + S < chunks && elect_one()) issue(c + S);
             }
         }
     }

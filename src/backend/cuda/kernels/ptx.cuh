@@ -44,6 +44,18 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], const std::uint32_t (&a)
 __device__ __forceinline__ std::uint32_t smem_addr(const void *p) {
     return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
 }
+/// True in exactly one lane of the (converged) warp. Guarding a bulk copy with it, rather than with a lane test,
+/// lets ptxas issue the copy once: with `lane == 0` it wraps each copy in a loop over the active lanes.
+__device__ __forceinline__ bool elect_one() {
+    std::uint32_t elected;
+    asm volatile("{\n"
+                 ".reg .pred p;\n"
+                 "elect.sync _|p, 0xffffffff;\n"
+                 "selp.u32 %0, 1, 0, p;\n"
+                 "}\n"
+                 : "=r"(elected));
+    return elected != 0;
+}
 __device__ __forceinline__ void mbar_init(std::uint64_t *bar, int count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count));
 }
