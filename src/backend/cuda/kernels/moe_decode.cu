@@ -7,7 +7,8 @@
 // U K steps in flight per warp while the current chunk is dequantized and multiplied. On the H200 the loop is
 // issue-bound (bench/results/h200/NOTES.md): every instruction in it costs time, which is why it has no per-step
 // guards. A full chunk's SASS is 64 instructions per 576-byte K step (gate_up, U = 4, one tile per warp; 76 before
-// the thirty-ninth session's bit layout, mma_dequant.h).
+// the thirty-ninth session's bit layout, mma_dequant.h); issuing the next chunk's copies costs 38 more for two tiles'
+// four copies (one elected lane, warp-uniform operands; 93 with the lane test before the fortieth session).
 #include "kernels/decode_device.cuh"
 #include "kernels/mma_dequant.h"
 #include "kernels/moe_decode.h"
