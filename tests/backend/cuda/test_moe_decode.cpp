@@ -166,13 +166,17 @@ TEST_P(DecodeRunner, MatchesOracleForEveryTokenCountAndTactic) {
 
 // An intermediate size of real models' order (1504 = 23.5 K steps of 64) for the down GEMMs: the K loops' check-free
 // fast path (a whole chunk and B's lead inside the data) runs only where K holds several chunks, which the sizes above
-// do not, and its hand-off to the checked path at the end of K is tested here (T = 1, 4, 8: every tactic).
+// do not, and its hand-off to the checked path at the end of K is tested here (T = 1, 4, 8: every tactic). 1408 (22
+// whole K steps, glm-4.5-air's) makes down's last-but-one chunk a check-free one whose B prefetches run past the end
+// of K (never used): they read act's next row, and past its last row into the workspace's next region.
 TEST_P(DecodeRunner, LongIntermediate) {
     SKIP_WITHOUT_GPU();
     const auto [rule, layout] = GetParam();
     moe_desc d = desc_of_rule(rule);
-    d.intermediate = 1504;
-    for (std::int64_t T : {1, 4, 8}) check_all_tactics(cuda::gpu_runner::decode, d, layout, T, false);
+    for (std::int64_t inter : {1504, 1408}) {
+        d.intermediate = inter;
+        for (std::int64_t T : {1, 4, 8}) check_all_tactics(cuda::gpu_runner::decode, d, layout, T, false);
+    }
 }
 
 TEST_P(DecodeRunner, OneHotExpert) {

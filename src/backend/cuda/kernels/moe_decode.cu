@@ -47,6 +47,8 @@ __host__ __device__ inline layout make_layout(int hidden, int inter, int num_exp
     l.max_rows = static_cast<int>(pairs + 7 * busy);                  // sum ceil(c/8)*8
     l.k_pad_inter = (inter + 63) / 64 * 64;
     std::size_t off = 0;
+    // act first, then partial (never empty): down's full chunks may prefetch B up to 4 steps (512 bytes) past act's
+    // last row, which must stay inside the workspace.
     l.act = off, off += align256(2 * static_cast<std::size_t>(l.max_rows) * l.k_pad_inter);
     l.partial = off, off += align256(4 * static_cast<std::size_t>(pairs) * hidden);
     l.counters = off, off += align256(4 * static_cast<std::size_t>(max_tokens) * ((hidden + 15) / 16));
@@ -68,9 +70,15 @@ struct group_pos {
 // nt = 1) is cut into groups of `nt_shared` >= nt tiles (the name is the tactic field's, shared_nt), so each
 // dequantized weight step feeds more of its rows; the others make groups of `nt`. `shared_first`: the shared experts'
 // groups (and act rows) come first, so their longer CTAs start in the first wave instead of lengthening the last.
-template <int W>
-__device__ group_pos find_group(const std::int32_t *__restrict__ counts, int num_experts, int nt, int nt_shared,
-                                int shared, bool shared_first, int gi) {
+//
+// NT and NTS are template arguments so that the tiles-to-groups divisions compile to shifts, not the ~20-instruction
+// integer division by a runtime value that every thread ran once per expert it scans.
+template <int W, int NT, int NTS>
+__device__ group_pos find_group(const std::int32_t *__restrict__ counts, int num_experts, int shared, bool shared_first,
+                                int gi) {
+    constexpr int nt = NT, nt_shared = NTS;
+    // Groups of an expert with `tiles` row tiles (each branch divides by a constant).
+    auto groups_of = [](int tiles) { return tiles > nt ? (tiles + nt_shared - 1) / nt_shared : (tiles + nt - 1) / nt; };
     const int rot = shared_first ? num_experts - shared : 0; // scan position i holds expert (i + rot) % num_experts
     __shared__ int warp_g[W], warp_t[W];
     __shared__ group_pos found;
@@ -81,8 +89,8 @@ __device__ group_pos find_group(const std::int32_t *__restrict__ counts, int num
     for (int i = 0; i < per; ++i) {
         if (first + i >= num_experts) break;
         const int e = first + i + rot < num_experts ? first + i + rot : first + i + rot - num_experts;
-        const int tiles = (counts[e] + 7) / 8, n = tiles > nt ? nt_shared : nt;
-        my_t += tiles, my_g += (tiles + n - 1) / n;
+        const int tiles = (counts[e] + 7) / 8;
+        my_t += tiles, my_g += groups_of(tiles);
     }
     int inc_g = my_g, inc_t = my_t; // inclusive warp scan
 #pragma unroll
@@ -97,7 +105,7 @@ __device__ group_pos find_group(const std::int32_t *__restrict__ counts, int num
     if (gi >= base_g && gi < base_g + my_g) {
         for (int i = 0; i < per; ++i) {
             const int e = first + i + rot < num_experts ? first + i + rot : first + i + rot - num_experts;
-            const int tiles = (counts[e] + 7) / 8, n = tiles > nt ? nt_shared : nt, ng = (tiles + n - 1) / n;
+            const int tiles = (counts[e] + 7) / 8, n = tiles > nt ? nt_shared : nt, ng = groups_of(tiles);
             if (gi < base_g + ng) {
                 found = {e, (gi - base_g) * n, 8 * base_t, 1, n};
                 break;
@@ -203,7 +211,7 @@ __global__ void __launch_bounds__(W * 32, MB > 1 ? MB : 0) moe_gemm_kernel(const
                         g.out[static_cast<std::size_t>(t) * g.hidden + h] = 0x7FC0;
         }
     }
-    const group_pos gp = find_group<W>(g.counts, g.num_experts, NT, NTS, g.shared, NTS != NT, blockIdx.y);
+    const group_pos gp = find_group<W, NT, NTS>(g.counts, g.num_experts, g.shared, NTS != NT, blockIdx.y);
     if (!gp.valid) return;
     // The K parts' partial sums meet in shared memory: with the bulk ring, in each warp's own ring (free once its
     // K loop is done; the ring is larger than any warp's partials); with the register ring, in this array.
@@ -372,6 +380,10 @@ __device__ __forceinline__ void gemm_group(const gemm_args &g, const group_pos &
         // steps and prefetches all lie inside the data (warp-uniform test) loads B at constant offsets from one
         // pointer per token tile: no clamp, no select, no address math per step.
         const int k_full = min(k_end, g.k_valid / 64);
+        // The last chunk start that needs no checks: all U steps inside the K part and every prefetch a step uses
+        // inside the data. down's prefetches may also run past its K part (never used): they read act's next row,
+        // or past the last one into the workspace's next region (make_layout), where gate_up's x has no such slack.
+        const int k0_full = GateUp || k_end > k_full ? k_full - U - P : k_end - U;
         if (has_tile && elect_one())
             for (int c = 0; c < S && c < chunks; ++c) issue(c);
         if constexpr (!GateUp) wait_for_previous_kernel(); // gate_up's act rows (and counters) from here on
@@ -395,7 +407,7 @@ __device__ __forceinline__ void gemm_group(const gemm_args &g, const group_pos &
                         mma_kstep<NT, kChains>(chain[m], qv, codes, bring[u % P]);
                     }
                 };
-                if (k0 + U + P <= k_full) { // a full chunk, prefetches inside the data: no checks
+                if (k0 <= k0_full) { // a full chunk: no checks
                     const std::uint16_t *bnext[NT];
 #pragma unroll
                     for (int n = 0; n < NT; ++n) bnext[n] = brow[n] + (k0 + P) * 64;
