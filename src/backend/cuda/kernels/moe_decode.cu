@@ -71,8 +71,8 @@ struct group_pos {
 // dequantized weight step feeds more of its rows; the others make groups of `nt`. `shared_first`: the shared experts'
 // groups (and act rows) come first, so their longer CTAs start in the first wave instead of lengthening the last.
 //
-// NT and NTS are template arguments so that the tiles-to-groups divisions compile to shifts, not the ~20-instruction
-// integer division by a runtime value that every thread ran once per expert it scans.
+// NT and NTS are template arguments so that the tiles-to-groups divisions are by constants (a shift or a multiply),
+// not the ~40-instruction integer division by a runtime value that every thread ran once per expert it scans.
 template <int W, int NT, int NTS>
 __device__ group_pos find_group(const std::int32_t *__restrict__ counts, int num_experts, int shared, bool shared_first,
                                 int gi) {
